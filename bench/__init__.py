@@ -1,0 +1,1 @@
+"""ICL demonstration-selection benchmark harness: tasks, LLM layer, runner, CLI."""

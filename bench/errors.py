@@ -1,0 +1,24 @@
+"""Errors that the CLI turns into one clear line on stderr and exit status 2."""
+
+
+class BenchError(Exception):
+    """Base of every user-facing error: bad input, missing data, unreachable LLM."""
+
+
+class ConfigError(BenchError):
+    """Unknown names, bad option values, impossible settings (k larger than the pool)."""
+
+
+class DataError(BenchError):
+    """A missing data folder or a malformed row; the message names file and line."""
+
+
+class LLMError(BenchError):
+    """An LLM backend failed after its retries (server error, timeout, load failure)."""
+
+
+class BudgetExhausted(Exception):
+    """Raised by the reward oracle when a pull would exceed the selection-call budget.
+
+    Not a BenchError: selectors catch it, stop exploring and use what they have.
+    """

@@ -1,0 +1,92 @@
+"""Backend contract of the LLM layer. Backends differ only here; cache and call log wrap them all."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+PAPER_TEMPERATURE = 0.25
+PAPER_MAX_NEW_TOKENS = 1000
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    """Decoding settings; part of every cache key. temperature 0 means greedy."""
+
+    max_new_tokens: int = PAPER_MAX_NEW_TOKENS
+    temperature: float = PAPER_TEMPERATURE
+    stop: tuple[str, ...] = ()
+    seed: int = 0
+
+    def key(self) -> dict:
+        return asdict(self)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0
+
+
+@dataclass
+class RawGeneration:
+    """What a backend returns for one prompt."""
+
+    text: str
+    prompt_tokens: int  # tokens of the prompt as requested
+    completion_tokens: int
+    prefilled_tokens: int | None = None  # tokens actually run through prefill (< prompt_tokens with prefix reuse)
+
+    def __post_init__(self):
+        if self.prefilled_tokens is None:
+            self.prefilled_tokens = self.prompt_tokens
+
+
+@dataclass
+class RawLoglik:
+    logprob: float  # sum of log-probabilities of the continuation tokens
+    n_tokens: int
+    prompt_tokens: int = 0
+
+
+@dataclass
+class Generation:
+    """One answered call as the rest of the harness sees it."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    prefilled_tokens: int
+    latency_s: float  # wall time of this call now (0 when answered from the cache)
+    cached: bool
+    key: str = field(default="", repr=False)
+    compute_s: float = 0.0  # wall time when the answer was first computed (kept in the cache)
+
+
+class Backend(ABC):
+    """A model that can continue prompts and score continuations."""
+
+    #: identity used in cache keys: a hub id, a file hash, a server model name
+    model_id: str
+    #: how many prompts one `generate` call should get at most
+    batch_size: int = 4
+
+    @abstractmethod
+    def generate(self, prompts: Sequence[str], params: GenerationParams, seeds: Sequence[int]) -> list[RawGeneration]:
+        """Continue each prompt; `seeds[i]` makes row i's sampling reproducible on its own."""
+
+    @abstractmethod
+    def loglik(self, contexts: Sequence[str], continuations: Sequence[str]) -> list[RawLoglik]:
+        """Log-probability of each continuation given its context."""
+
+    def generate_with_prefix(self, prefix: str, suffixes: Sequence[str], params: GenerationParams,
+                             seeds: Sequence[int]) -> list[RawGeneration]:
+        """Continue prefix+suffix for many suffixes. Backends that can reuse the prefix override this."""
+        return self.generate([prefix + s for s in suffixes], params, seeds)
+
+    def warm(self) -> None:
+        """Load weights / open connections up front, so the first call's latency is not load time."""
+
+    def describe(self) -> str:
+        return self.model_id
+
+    def close(self) -> None:
+        pass

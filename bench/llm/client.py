@@ -1,0 +1,150 @@
+"""The one path to an LLM: cache lookup, batching, call accounting, error wrapping.
+
+Every backend is wrapped the same way, so cache, calls.jsonl and budgets behave identically for
+transformers, OpenAI-compatible servers and the embedded model.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Callable, Sequence
+
+from bench.errors import BenchError, LLMError
+from bench.items import Item
+from bench.llm.base import Backend, Generation, GenerationParams, RawGeneration
+from bench.llm.cache import CallCache, call_key
+from bench.llm.calllog import CallLog, CallRecord, CallScope
+
+
+def row_seed(key: str) -> int:
+    """A per-call seed from its cache key: sampling does not depend on batch composition or order."""
+    return int(key[:8], 16)
+
+
+class LLMClient:
+    def __init__(self, backend: Backend, cache: CallCache | None = None, log: CallLog | None = None,
+                 params: GenerationParams = GenerationParams()):
+        self.backend = backend
+        self.cache = cache
+        self.log = log or CallLog(None)
+        self.params = params
+
+    # ---- keys ---------------------------------------------------------------------------------
+    def params_for(self, stop: Sequence[str] = ()) -> GenerationParams:
+        return replace(self.params, stop=tuple(stop))
+
+    def generate_key(self, prompt: str, params: GenerationParams, sample_index: int) -> str:
+        # Greedy decoding is deterministic: every sample index is the same call.
+        index = 0 if params.greedy else sample_index
+        return call_key("generate", self.backend.model_id, {"prompt": prompt, "params": params.key(), "sample": index})
+
+    def loglik_key(self, context: str, continuation: str) -> str:
+        return call_key("loglik", self.backend.model_id, {"context": context, "continuation": continuation})
+
+    def evaluate_keys(self, task, demos: Sequence[Item], items: Sequence[Item], params: GenerationParams,
+                      sample_indices: Sequence[int]) -> tuple[str, list[str], list[str]]:
+        """(shared prefix, per-item suffixes, cache keys) of one arm pull."""
+        prefix = task.prefix(demos)
+        suffixes = [task.format_query(it) for it in items]
+        keys = [self.generate_key(prefix + s, params, i) for s, i in zip(suffixes, sample_indices)]
+        return prefix, suffixes, keys
+
+    def is_cached(self, keys: Sequence[str]) -> set[str]:
+        return set(self.cache.get_many(list(keys))) if self.cache else set()
+
+    # ---- calls --------------------------------------------------------------------------------
+    def generate(self, prompts: Sequence[str], *, scope: CallScope, params: GenerationParams | None = None,
+                 sample_indices: Sequence[int] | None = None) -> list[Generation]:
+        params = params or self.params
+        indices = list(sample_indices) if sample_indices is not None else [0] * len(prompts)
+        keys = [self.generate_key(p, params, i) for p, i in zip(prompts, indices)]
+
+        def run(rows: list[int]) -> list[RawGeneration]:
+            return self.backend.generate([prompts[r] for r in rows], params, [row_seed(keys[r]) for r in rows])
+
+        return self._answer(keys, indices, run, scope, "generate")
+
+    def evaluate(self, task, demos: Sequence[Item], items: Sequence[Item], *, scope: CallScope,
+                 params: GenerationParams | None = None, sample_indices: Sequence[int] | None = None) -> list[Generation]:
+        """One arm pull: the same demonstrations on many items, sharing the prompt prefix."""
+        params = params or self.params_for(task.stop)
+        indices = list(sample_indices) if sample_indices is not None else [0] * len(items)
+        prefix, suffixes, keys = self.evaluate_keys(task, demos, items, params, indices)
+
+        def run(rows: list[int]) -> list[RawGeneration]:
+            return self.backend.generate_with_prefix(prefix, [suffixes[r] for r in rows], params,
+                                                     [row_seed(keys[r]) for r in rows])
+
+        return self._answer(keys, indices, run, scope, "generate")
+
+    def loglik(self, contexts: Sequence[str], continuations: Sequence[str], *, scope: CallScope) -> list[float]:
+        keys = [self.loglik_key(c, x) for c, x in zip(contexts, continuations)]
+
+        def run(rows: list[int]) -> list[RawGeneration]:
+            scored = self.backend.loglik([contexts[r] for r in rows], [continuations[r] for r in rows])
+            # Stored in the generation shape: text carries the log-probability.
+            return [RawGeneration(text=repr(s.logprob), prompt_tokens=s.prompt_tokens or s.n_tokens,
+                                  completion_tokens=0) for s in scored]
+
+        return [float(g.text) for g in self._answer(keys, [0] * len(keys), run, scope, "loglik")]
+
+    # ---- machinery ----------------------------------------------------------------------------
+    def _answer(self, keys: list[str], indices: list[int], run: Callable[[list[int]], list[RawGeneration]],
+                scope: CallScope, kind: str) -> list[Generation]:
+        results: dict[str, Generation] = {}
+        hits = self.cache.get_many(sorted(set(keys))) if self.cache else {}
+        for key, value in hits.items():
+            results[key] = Generation(value["text"], value["prompt_tokens"], value["completion_tokens"], 0,
+                                      0.0, True, key, value.get("latency_s", 0.0))
+        first_row_of: dict[str, int] = {}
+        for row, key in enumerate(keys):
+            if key not in results:
+                first_row_of.setdefault(key, row)
+        misses = list(first_row_of.values())
+        log_rows: list[CallRecord] = []
+        step = max(1, self.backend.batch_size)
+        for start in range(0, len(misses), step):
+            rows = misses[start:start + step]
+            began = time.perf_counter()
+            try:
+                raw = run(rows)
+            except BenchError:
+                raise
+            except Exception as exc:  # a backend crash becomes one clear line; answered calls are kept
+                raise LLMError(f"{self.backend.model_id}: {type(exc).__name__}: {exc}") from exc
+            latency = (time.perf_counter() - began) / len(rows)
+            fresh = {}
+            for row, gen in zip(rows, raw):
+                key = keys[row]
+                results[key] = Generation(gen.text, gen.prompt_tokens, gen.completion_tokens,
+                                          gen.prefilled_tokens or 0, latency, False, key, latency)
+                fresh[key] = {"text": gen.text, "prompt_tokens": gen.prompt_tokens,
+                              "completion_tokens": gen.completion_tokens, "latency_s": latency}
+                log_rows.append(self._record(scope, kind, results[key], indices[row]))
+            if self.cache:
+                self.cache.put_many(fresh)
+            self.log.write(log_rows)
+            log_rows = []
+        # Cached answers and in-call duplicates are logged too, marked cached.
+        fresh_keys = {keys[r] for r in misses}
+        seen: set[str] = set()
+        for row, key in enumerate(keys):
+            if key in fresh_keys and key not in seen:
+                seen.add(key)
+                continue
+            cached = replace(results[key], cached=True, latency_s=0.0, prefilled_tokens=0)
+            log_rows.append(self._record(scope, kind, cached, indices[row]))
+        self.log.write(log_rows)
+        out = []
+        seen = set()
+        for key in keys:
+            gen = results[key]
+            out.append(gen if key not in seen or gen.cached else replace(gen, cached=True, latency_s=0.0))
+            seen.add(key)
+        return out
+
+    def _record(self, scope: CallScope, kind: str, gen: Generation, sample_index: int) -> CallRecord:
+        return CallRecord(ts=time.time(), method=scope.method, task=scope.task, phase=scope.phase, kind=kind,
+                          model=self.backend.model_id, key=gen.key, prompt_tokens=gen.prompt_tokens,
+                          prefilled_tokens=gen.prefilled_tokens, completion_tokens=gen.completion_tokens,
+                          latency_s=round(gen.latency_s, 6), cached=gen.cached, sample_index=sample_index)

@@ -1,0 +1,164 @@
+"""transformers backend (+ accelerate for device placement): any hub id or local folder, GGUF too."""
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+from bench.errors import LLMError
+from bench.llm.base import Backend, GenerationParams, RawGeneration, RawLoglik
+
+
+class RowSeededGumbel:
+    """Logits processor for sampling at a temperature, one torch.Generator per row.
+
+    Gumbel-max: argmax(logits / T + Gumbel noise) is a draw from softmax(logits / T). Seeding each
+    row by its call's key makes a sample independent of batch composition, so a resumed run, a
+    different batch size or another process all reproduce the same outputs.
+    """
+
+    def __init__(self, seeds: Sequence[int], temperature: float, device):
+        import torch
+
+        self.temperature = temperature
+        self.generators = []
+        for seed in seeds:
+            gen = torch.Generator(device="cpu")
+            gen.manual_seed(int(seed))
+            self.generators.append(gen)
+        self.device = device
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        noise = torch.stack([
+            -torch.log(-torch.log(torch.rand(scores.shape[-1], generator=g).clamp_(1e-20, 1.0)))
+            for g in self.generators
+        ]).to(scores.device, scores.dtype)
+        return scores / self.temperature + noise
+
+
+class HFBackend(Backend):
+    def __init__(self, model: str, *, gguf_file: str | None = None, revision: str | None = None,
+                 batch_size: int = 4, dtype: str = "auto", model_id: str | None = None, threads: int | None = None):
+        self.source = model
+        self.gguf_file = gguf_file
+        self.revision = revision
+        self.batch_size = batch_size
+        self.dtype = dtype
+        self.model_id = model_id or (f"{model}::{gguf_file}" if gguf_file else model)
+        self.threads = threads
+        self._model = None
+        self._tok = None
+
+    # ---- loading ------------------------------------------------------------------------------
+    def _load(self):
+        if self._model is not None:
+            return
+        import torch
+        from accelerate import PartialState
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        state = PartialState(cpu=not torch.cuda.is_available())
+        device = state.device
+        dtype = {"auto": torch.float32 if device.type == "cpu" else torch.bfloat16,
+                 "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[self.dtype]
+        kwargs = {"revision": self.revision} if self.revision else {}
+        if self.gguf_file:
+            kwargs["gguf_file"] = self.gguf_file
+        try:
+            tok = AutoTokenizer.from_pretrained(self.source, **kwargs)
+            model = AutoModelForCausalLM.from_pretrained(self.source, dtype=dtype, **kwargs)
+        except OSError as exc:
+            offline = " (offline: HF_HUB_OFFLINE=1, only local folders load)" if os.environ.get("HF_HUB_OFFLINE") else ""
+            raise LLMError(f"could not load model '{self.source}'{offline}: {str(exc).splitlines()[0]}") from None
+        tok.padding_side = "left"  # decoder-only: pad on the left so every row ends at the same column
+        if tok.pad_token is None:
+            tok.pad_token = tok.eos_token
+        model.to(device).eval()
+        self._model, self._tok, self.device = model, tok, device
+
+    def warm(self) -> None:
+        self._load()
+
+    @property
+    def tokenizer(self):
+        self._load()
+        return self._tok
+
+    @property
+    def model(self):
+        self._load()
+        return self._model
+
+    # ---- calls --------------------------------------------------------------------------------
+    def generate(self, prompts: Sequence[str], params: GenerationParams, seeds: Sequence[int]) -> list[RawGeneration]:
+        import torch
+
+        tok, model = self.tokenizer, self.model
+        enc = tok(list(prompts), return_tensors="pt", padding=True).to(self.device)
+        kwargs = dict(max_new_tokens=params.max_new_tokens, do_sample=False, pad_token_id=tok.pad_token_id,
+                      num_beams=1, top_p=None, top_k=None, temperature=None)
+        if params.stop:
+            kwargs.update(stop_strings=list(params.stop), tokenizer=tok)
+        if not params.greedy:
+            from transformers import LogitsProcessorList
+
+            kwargs["logits_processor"] = LogitsProcessorList([RowSeededGumbel(seeds, params.temperature, self.device)])
+        with torch.inference_mode():
+            out = model.generate(**enc, **kwargs)
+        new = out[:, enc["input_ids"].shape[1]:]
+        prompt_lens = enc["attention_mask"].sum(dim=1).tolist()
+        results = []
+        for row in range(len(prompts)):
+            ids = new[row].tolist()
+            n = len(ids)
+            while n and ids[n - 1] == tok.pad_token_id:  # rows that stopped early are padded
+                n -= 1
+            text = tok.decode(ids[:n], skip_special_tokens=True)
+            results.append(RawGeneration(text=_cut(text, params.stop), prompt_tokens=int(prompt_lens[row]),
+                                         completion_tokens=n))
+        return results
+
+    def loglik(self, contexts: Sequence[str], continuations: Sequence[str]) -> list[RawLoglik]:
+        import torch
+
+        tok, model = self.tokenizer, self.model
+        rows = []
+        for ctx, cont in zip(contexts, continuations):
+            ctx_ids = tok(ctx)["input_ids"]
+            cont_ids = tok(cont, add_special_tokens=False)["input_ids"]
+            if not cont_ids:
+                raise LLMError("loglik: empty continuation")
+            rows.append((ctx_ids, cont_ids))
+        width = max(len(c) + len(x) for c, x in rows)
+        pad = tok.pad_token_id
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, (c, x) in enumerate(rows):
+            seq = c + x
+            ids[i, width - len(seq):] = torch.tensor(seq)
+            mask[i, width - len(seq):] = 1
+        with torch.inference_mode():
+            logits = model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float()
+        logprobs = torch.log_softmax(logits, dim=-1)
+        out = []
+        for i, (c, x) in enumerate(rows):
+            n = len(x)
+            # the token at position p is predicted by logits at p-1
+            positions = torch.arange(width - n - 1, width - 1)
+            targets = ids[i, width - n:].to(logprobs.device)
+            total = logprobs[i, positions.to(logprobs.device), targets].sum().item()
+            out.append(RawLoglik(logprob=total, n_tokens=n, prompt_tokens=len(c) + n))
+        return out
+
+
+def _cut(text: str, stops: Sequence[str]) -> str:
+    """Cut at the first stop string (generation halts at it, but the tokens may run past it)."""
+    cut = len(text)
+    for stop in stops:
+        pos = text.find(stop)
+        if pos != -1:
+            cut = min(cut, pos)
+    return text[:cut]

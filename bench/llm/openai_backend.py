@@ -1,0 +1,100 @@
+"""Any OpenAI-compatible server: the OpenAI API, vLLM, ollama, llama.cpp's server."""
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
+
+from bench.errors import LLMError
+from bench.llm.base import Backend, GenerationParams, RawGeneration, RawLoglik
+
+
+class OpenAIBackend(Backend):
+    """Completions API for raw prompts (base models), chat API for chat-only models.
+
+    Requests run concurrently (bounded), so servers with prefix caching see a pull's shared prefix
+    back to back. Failures are retried with exponential backoff, then become one LLMError.
+    """
+
+    def __init__(self, model: str, *, api_base: str | None = None, api_key_env: str = "OPENAI_API_KEY",
+                 api: str = "completions", concurrency: int = 4, timeout_s: float = 120.0, retries: int = 3,
+                 backoff_s: float = 1.0):
+        from openai import OpenAI
+
+        if api not in ("completions", "chat"):
+            raise LLMError(f"unknown OpenAI api '{api}' (completions or chat)")
+        self.model = model
+        self.api = api
+        self.api_base = api_base or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        self.model_id = f"openai:{model}@{self.api_base}:{api}"
+        self.batch_size = max(1, concurrency)
+        self.retries = retries
+        self.backoff_s = backoff_s
+        key = os.environ.get(api_key_env) or "not-needed"  # local servers accept any key
+        self.client = OpenAI(base_url=self.api_base, api_key=key, timeout=timeout_s, max_retries=0)
+        self.pool = ThreadPoolExecutor(max_workers=self.batch_size)
+
+    def _with_retries(self, fn):
+        last = None
+        for attempt in range(self.retries + 1):
+            try:
+                return fn()
+            except Exception as exc:  # openai raises APIConnectionError, APITimeoutError, APIStatusError
+                last = exc
+                status = getattr(exc, "status_code", None)
+                if status is not None and 400 <= status < 500 and status not in (408, 409, 429):
+                    break  # a bad request does not get better by retrying
+                if attempt < self.retries:
+                    time.sleep(self.backoff_s * 2 ** attempt)
+        detail = str(last).splitlines()[0] if str(last) else type(last).__name__
+        raise LLMError(f"LLM server {self.api_base} failed after {self.retries + 1} attempts: "
+                       f"{type(last).__name__}: {detail}")
+
+    def _one(self, prompt: str, params: GenerationParams, seed: int) -> RawGeneration:
+        common = dict(model=self.model, max_tokens=params.max_new_tokens, temperature=params.temperature,
+                      seed=seed, stop=list(params.stop)[:4] or None)
+        if self.api == "chat":
+            resp = self._with_retries(lambda: self.client.chat.completions.create(
+                messages=[{"role": "user", "content": prompt}], **common))
+            text = resp.choices[0].message.content or ""
+        else:
+            resp = self._with_retries(lambda: self.client.completions.create(prompt=prompt, **common))
+            text = resp.choices[0].text or ""
+        usage = resp.usage
+        prompt_tokens = usage.prompt_tokens if usage else 0
+        cached = 0
+        details = getattr(usage, "prompt_tokens_details", None) if usage else None
+        if details is not None and getattr(details, "cached_tokens", None):
+            cached = details.cached_tokens
+        return RawGeneration(text=text, prompt_tokens=prompt_tokens,
+                             completion_tokens=usage.completion_tokens if usage else 0,
+                             prefilled_tokens=max(0, prompt_tokens - cached))
+
+    def generate(self, prompts: Sequence[str], params: GenerationParams, seeds: Sequence[int]) -> list[RawGeneration]:
+        return list(self.pool.map(lambda a: self._one(*a), [(p, params, s) for p, s in zip(prompts, seeds)]))
+
+    def loglik(self, contexts: Sequence[str], continuations: Sequence[str]) -> list[RawLoglik]:
+        if self.api == "chat":
+            raise LLMError(f"{self.model}: log-likelihoods need the completions API (echo + logprobs)")
+        return list(self.pool.map(lambda a: self._score(*a), zip(contexts, continuations)))
+
+    def _score(self, context: str, continuation: str) -> RawLoglik:
+        resp = self._with_retries(lambda: self.client.completions.create(
+            model=self.model, prompt=context + continuation, max_tokens=1, temperature=0.0, echo=True, logprobs=1))
+        lp = resp.choices[0].logprobs
+        if lp is None or not lp.token_logprobs:
+            raise LLMError(f"server {self.api_base} returned no prompt logprobs (echo=True unsupported?)")
+        start = len(context)
+        total, n = 0.0, 0
+        # text_offset gives each token's start in the echoed text; continuation tokens start at len(context).
+        for offset, value in zip(lp.text_offset, lp.token_logprobs):
+            if offset >= start and offset < len(context) + len(continuation) and value is not None:
+                total += value
+                n += 1
+        if n == 0:
+            raise LLMError("loglik: continuation has no tokens in the server's answer")
+        return RawLoglik(logprob=total, n_tokens=n, prompt_tokens=resp.usage.prompt_tokens if resp.usage else 0)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False)

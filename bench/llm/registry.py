@@ -1,0 +1,81 @@
+"""LLM names: aliases of the paper's models and how each backend reaches them."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bench.errors import ConfigError
+from bench.llm.base import Backend
+
+OLLAMA_BASE = "http://localhost:11434/v1"
+
+
+@dataclass(frozen=True)
+class Alias:
+    default_backend: str
+    names: dict[str, str] = field(default_factory=dict)  # backend -> model name there
+    openai_api: str = "completions"
+    note: str = ""
+
+
+ALIASES: dict[str, Alias] = {
+    "gemma3-270m": Alias("embedded", {"embedded": "gemma3-270m"},
+                         note="Gemma 3 270M base, GGUF Q4_K_M from PyPI; runs offline on CPU (smoke scale)"),
+    "llama3.2-3b": Alias("hf", {"hf": "meta-llama/Llama-3.2-3B-Instruct", "ollama": "llama3.2:3b",
+                                "openai": "llama3.2:3b"}, note="the paper's main model"),
+    "gpt-4o-mini": Alias("openai", {"openai": "gpt-4o-mini"}, openai_api="chat",
+                         note="OpenAI API, chat completions; key from OPENAI_API_KEY"),
+    "deepseek-r1-7b": Alias("hf", {"hf": "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "ollama": "deepseek-r1:7b",
+                                   "openai": "deepseek-r1:7b"}, note="DeepSeek-R1-Distill-Qwen-7B"),
+}
+BACKENDS = ("embedded", "hf", "openai", "ollama")
+
+
+@dataclass(frozen=True)
+class LLMSpec:
+    """What the CLI says about the LLM; resolved to a Backend by `make_backend`."""
+
+    name: str
+    backend: str | None = None
+    api_base: str | None = None
+    api: str | None = None
+    gguf_file: str | None = None
+    batch_size: int = 4
+    concurrency: int = 4
+    timeout_s: float = 120.0
+    retries: int = 3
+
+
+def resolve(spec: LLMSpec) -> tuple[str, str]:
+    """(backend, model name on that backend)."""
+    if spec.backend is not None and spec.backend not in BACKENDS:
+        raise ConfigError(f"unknown LLM backend '{spec.backend}'; known: {', '.join(BACKENDS)}")
+    alias = ALIASES.get(spec.name)
+    if alias is None:
+        if spec.backend is None:
+            raise ConfigError(f"unknown LLM '{spec.name}'; known aliases: {', '.join(ALIASES)} "
+                              "(or name any model with --backend hf|openai|ollama)")
+        return spec.backend, spec.name
+    backend = spec.backend or alias.default_backend
+    if backend not in alias.names:
+        raise ConfigError(f"LLM '{spec.name}' is not available on backend '{backend}' "
+                          f"(available: {', '.join(alias.names)})")
+    return backend, alias.names[backend]
+
+
+def make_backend(spec: LLMSpec) -> Backend:
+    backend, model = resolve(spec)
+    if backend == "embedded":
+        from bench.llm.embedded import EmbeddedGemma
+
+        return EmbeddedGemma(batch_size=spec.batch_size)
+    if backend == "hf":
+        from bench.llm.hf import HFBackend
+
+        return HFBackend(model, gguf_file=spec.gguf_file, batch_size=spec.batch_size)
+    from bench.llm.openai_backend import OpenAIBackend
+
+    alias = ALIASES.get(spec.name)
+    api = spec.api or (alias.openai_api if alias else "completions")
+    base = spec.api_base or (OLLAMA_BASE if backend == "ollama" else None)
+    return OpenAIBackend(model, api_base=base, api=api, concurrency=spec.concurrency, timeout_s=spec.timeout_s,
+                         retries=spec.retries)

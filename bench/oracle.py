@@ -1,0 +1,85 @@
+"""The counted reward oracle: the only way a selector reaches the LLM during `fit`."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from bench.errors import BudgetExhausted
+from bench.items import Item
+from bench.llm.calllog import CallScope
+from bench.llm.client import LLMClient
+from bench.metrics import BertScore
+
+
+@dataclass
+class Pull:
+    """One arm pull: demonstrations evaluated on items, with per-item rewards."""
+
+    demo_ids: tuple[str, ...]
+    item_ids: tuple[str, ...]
+    rewards: tuple[float, ...]
+
+
+class RewardOracle:
+    """Evaluates demonstrations on items and returns BERTScore rewards; enforces the call budget.
+
+    The budget counts distinct LLM calls this fit has asked for (those a cold cache would have to
+    answer). Counting distinct requests rather than cache misses keeps a resumed run on exactly the
+    path of an uninterrupted one: it stops at the same pull.
+    """
+
+    def __init__(self, client: LLMClient, task, method: str, bertscore: BertScore, budget: int | None = None):
+        self.client = client
+        self.task = task
+        self.scope = CallScope(method=method, task=task.name, phase="selection")
+        self.bertscore = bertscore
+        self.budget = budget
+        self._requested: set[str] = set()
+        self._pulls_of: Counter = Counter()
+        self.history: list[Pull] = []
+        self.budget_exhausted = False
+
+    @property
+    def calls(self) -> int:
+        return len(self._requested)
+
+    @property
+    def remaining(self) -> int | None:
+        return None if self.budget is None else self.budget - len(self._requested)
+
+    def _charge(self, keys: Sequence[str]) -> None:
+        new = set(keys) - self._requested
+        if self.budget is not None and len(self._requested) + len(new) > self.budget:
+            self.budget_exhausted = True
+            raise BudgetExhausted(f"{self.scope.method}/{self.scope.task}: budget of {self.budget} calls reached")
+        self._requested |= new
+
+    def pull(self, demos: Sequence[Item], items: Sequence[Item]) -> np.ndarray:
+        """Rewards of one arm on each item (one LLM call per item); repeated pulls draw new samples."""
+        demo_ids = tuple(d.id for d in demos)
+        indices = [self._pulls_of[(demo_ids, it.id)] for it in items]
+        params = self.client.params_for(self.task.stop)
+        self._charge(self.client.evaluate_keys(self.task, demos, items, params, indices)[2])
+        gens = self.client.evaluate(self.task, demos, items, scope=self.scope, params=params, sample_indices=indices)
+        outputs = [self.task.truncate(g.text) for g in gens]
+        rewards = np.asarray(self.bertscore.f1(outputs, [self.task.reward_reference(it) for it in items],
+                                               lang=self.task.lang), dtype=np.float64)
+        for it in items:
+            self._pulls_of[(demo_ids, it.id)] += 1
+        self.history.append(Pull(demo_ids, tuple(it.id for it in items), tuple(float(r) for r in rewards)))
+        return rewards
+
+    def loglik(self, contexts: Sequence[str], continuations: Sequence[str]) -> list[float]:
+        """Scores for selectors that need log-likelihoods (LENS, UDR); counted like pulls."""
+        self._charge([self.client.loglik_key(c, x) for c, x in zip(contexts, continuations)])
+        return self.client.loglik(contexts, continuations, scope=self.scope)
+
+    def generate(self, prompts: Sequence[str]) -> list[str]:
+        """Free generation for selectors that write text (BRIDGE's rationales); counted."""
+        params = self.client.params_for(self.task.stop)
+        keys = [self.client.generate_key(p, params, 0) for p in prompts]
+        self._charge(keys)
+        return [g.text for g in self.client.generate(prompts, scope=self.scope, params=params)]

@@ -1,0 +1,71 @@
+"""Per-item records, fit summaries and the results file: the data the reports are built from."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+
+@dataclass
+class ItemRecord:
+    """One (method, task, test item): what was shown, what came back, how it scored."""
+
+    method: str
+    task: str
+    item_id: str
+    demo_ids: list[str]
+    prompt_hash: str
+    output: str
+    prediction: str
+    gold: str
+    score: float
+    latency_s: float  # selection for this query + LLM time (the time it took when first computed)
+    select_s: float = 0.0
+    extra: dict = field(default_factory=dict)  # secondary metrics (chrF for WMT19)
+
+
+@dataclass
+class FitSummary:
+    method: str
+    task: str
+    level: str
+    selection_seconds: float
+    selection_calls: int
+    budget: int | None
+    budget_exhausted: bool
+    trace: list[dict] = field(default_factory=list)
+
+
+def append_jsonl(path: Path, rows: Iterable) -> None:
+    rows = list(rows)
+    if not rows:
+        return
+    with path.open("a", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(asdict(row) if hasattr(row, "__dataclass_fields__") else row,
+                                    ensure_ascii=False) + "\n")
+        handle.flush()
+
+
+def read_jsonl(path: Path) -> Iterator[dict]:
+    if not path.exists():
+        return
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue  # the last line of a killed run may be cut; that item is redone
+
+
+def read_records(path: Path) -> list[ItemRecord]:
+    return [ItemRecord(**row) for row in read_jsonl(path)]
+
+
+def read_fits(path: Path) -> dict[tuple[str, str], FitSummary]:
+    """Last complete fit summary per (method, task)."""
+    return {(row["method"], row["task"]): FitSummary(**row) for row in read_jsonl(path)}

@@ -1,0 +1,252 @@
+"""The one evaluation path: task -> selector.fit -> selector.select -> LLM -> metric -> record.
+
+Resume: records are appended per batch and LLM answers cached per batch, so a killed run restarted
+with the same --out skips finished items and answers every earlier call from the cache.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from bench.distributed import Dist
+from bench.encoder import Encoder
+from bench.errors import BenchError, BudgetExhausted, ConfigError
+from bench.items import Item
+from bench.llm import CallCache, CallLog, CallScope, GenerationParams, LLMClient, LLMSpec, make_backend
+from bench.llm.cache import text_hash
+from bench.llm.registry import resolve
+from bench.metrics import BertScore, BertScoreConfig
+from bench.oracle import RewardOracle
+from bench.records import FitSummary, ItemRecord, append_jsonl, read_fits, read_records
+from bench.tasks import Task, make_task
+from methods.base import FitContext, available, create, load_plugin
+
+RECORDS = "records.jsonl"
+CALLS = "calls.jsonl"
+FITS = "fits.jsonl"
+RESULTS = "results.json"
+CONFIG = "config.json"
+
+
+@dataclass
+class RunConfig:
+    methods: list[str]
+    tasks: list[str]
+    llm: LLMSpec
+    out: Path
+    data_dir: Path | None = None
+    data_source: str = "local"
+    n_test: int | None = 20
+    n_val: int = 20
+    pool_size: int | None = None
+    seed: int = 0
+    k: int = 5
+    resume: bool = False
+    llm_budget: int | None = None
+    generation: GenerationParams = field(default_factory=GenerationParams)
+    method_params: dict[str, dict] = field(default_factory=dict)
+    bertscore: BertScoreConfig = field(default_factory=BertScoreConfig)
+    encoder: str = "auto"
+    cache_path: Path | None = None
+    plugins: list[str] = field(default_factory=list)
+    progress: bool = True
+
+    def identity(self) -> dict:
+        """What must match for --resume to continue a run (not the method list: methods can be added)."""
+        return {"tasks": self.tasks, "llm": asdict(self.llm), "data_dir": str(self.data_dir),
+                "data_source": self.data_source, "n_test": self.n_test, "n_val": self.n_val,
+                "pool_size": self.pool_size, "seed": self.seed, "k": self.k, "llm_budget": self.llm_budget,
+                "generation": asdict(self.generation), "method_params": self.method_params,
+                "bertscore": asdict(self.bertscore), "encoder": self.encoder}
+
+
+def expand_methods(methods: list[str]) -> list[str]:
+    known = available()
+    if methods == ["all"]:
+        return list(known)
+    for name in methods:
+        if name not in known:
+            raise ConfigError(f"unknown method '{name}'; known methods: {', '.join(sorted(known))}")
+    return methods
+
+
+class Runner:
+    def __init__(self, config: RunConfig, dist: Dist | None = None):
+        self.cfg = config
+        self.dist = dist or Dist()
+        for module in config.plugins:
+            load_plugin(module)
+        self.methods = expand_methods(config.methods)
+        self.tasks = [make_task(t) for t in config.tasks]  # validates names before anything heavy
+        resolve(config.llm)  # validates the LLM name and backend
+        for name, params in config.method_params.items():
+            if name in self.methods:
+                create(name, {"k": config.k, **params})  # parameter names checked up front
+        self.out = Path(config.out)
+
+    # ---- setup --------------------------------------------------------------------------------
+    def _prepare_out(self) -> None:
+        cfg_path = self.out / CONFIG
+        if self.dist.is_main:
+            self.out.mkdir(parents=True, exist_ok=True)
+            identity = self.cfg.identity()
+            if cfg_path.exists():
+                previous = json.loads(cfg_path.read_text())
+                if not self.cfg.resume:
+                    raise ConfigError(f"{self.out} already holds a run; pass --resume to continue it "
+                                      "or choose another --out")
+                if previous.get("identity") != identity:
+                    diff = sorted(k for k in identity if previous.get("identity", {}).get(k) != identity[k])
+                    raise ConfigError(f"--resume: settings differ from the run in {self.out} ({', '.join(diff)})")
+                methods = list(dict.fromkeys(previous.get("methods", []) + self.methods))
+            else:
+                methods = self.methods
+            cfg_path.write_text(json.dumps({"identity": identity, "methods": methods}, indent=2))
+        self.dist.barrier()
+
+    def _client(self) -> LLMClient:
+        cache = CallCache(self.cfg.cache_path or self.out / "cache.sqlite")
+        name = CALLS if self.dist.world == 1 else f"calls.rank{self.dist.rank}.jsonl"
+        log = CallLog(self.out / name, rank=self.dist.rank)
+        return LLMClient(make_backend(self.cfg.llm), cache, log, self.cfg.generation)
+
+    # ---- the run ------------------------------------------------------------------------------
+    def run(self) -> dict:
+        self._prepare_out()
+        self.bertscore = BertScore(self.cfg.bertscore)
+        for task in self.tasks:
+            task.bertscore = self.bertscore
+        self.encoder = Encoder(self.cfg.encoder)
+        self.client = self._client()
+        self.client.backend.warm()
+        records_path = self.out / (RECORDS if self.dist.world == 1 else f"records.rank{self.dist.rank}.jsonl")
+        # One snapshot after the setup barrier: every rank takes the same skip decisions from it.
+        done = {(r.method, r.task, r.item_id) for r in self._all_records()}
+        self.fits_at_start = read_fits(self.out / FITS)
+        try:
+            for task in self.tasks:
+                splits = task.load_splits(self.cfg.data_dir, n_test=self.cfg.n_test, n_val=self.cfg.n_val,
+                                          pool_size=self.cfg.pool_size, seed=self.cfg.seed,
+                                          source=self.cfg.data_source)
+                for method in self.methods:
+                    self._run_one(task, splits, method, done, records_path)
+        finally:
+            self.client.log.close()
+        self.dist.barrier()
+        if not self.dist.is_main:
+            return {}
+        self._merge_ranks()
+        from reports.results import build_results, write_results
+        from reports.render import write_report
+
+        results = build_results(self.out, bertscore=self.bertscore, encoder=self.encoder.name,
+                                llm=self.client.backend.describe())
+        write_results(self.out, results)
+        write_report(self.out)
+        return results
+
+    def _run_one(self, task: Task, splits, method: str, done: set, records_path: Path) -> None:
+        test_ids = {it.id for it in splits.test}
+        fits = self.fits_at_start
+        if (method, task.name) in fits and all((method, task.name, it.id) in done for it in splits.test):
+            return
+        todo = [it for i, it in enumerate(splits.test)
+                if i % self.dist.world == self.dist.rank and (method, task.name, it.id) not in done]
+        params = {"k": self.cfg.k, **self.cfg.method_params.get(method, {})}
+        selector = create(method, params)
+        # Rank 0 fits first and fills the cache; the others then fit on cache hits alone.
+        if not self.dist.is_main:
+            self.dist.barrier()
+        summary = self._fit(task, splits, selector)
+        if self.dist.is_main:
+            if (method, task.name) not in fits:
+                append_jsonl(self.out / FITS, [summary])
+            if self.dist.world > 1:
+                self.dist.barrier()
+        self._infer(task, selector, todo, test_ids, records_path)
+
+    def _fit(self, task: Task, splits, selector) -> FitSummary:
+        oracle = RewardOracle(self.client, task, selector.name, self.bertscore, budget=self.cfg.llm_budget)
+        ctx = FitContext(task=task, pool=splits.pool, validation=splits.validation, encoder=self.encoder,
+                         oracle=oracle, seed=self.cfg.seed, k=selector.k, budget=self.cfg.llm_budget,
+                         extras={"client": self.client})
+        began = time.perf_counter()
+        try:
+            selector.fit(ctx)
+        except BudgetExhausted:
+            raise ConfigError(f"{selector.name} on {task.name} hit --llm-budget {self.cfg.llm_budget} and "
+                              "could not recover (the selector did not handle its budget)") from None
+        seconds = time.perf_counter() - began
+        return FitSummary(method=selector.name, task=task.name, level=selector.level,
+                          selection_seconds=round(seconds, 3), selection_calls=oracle.calls,
+                          budget=self.cfg.llm_budget, budget_exhausted=oracle.budget_exhausted,
+                          trace=selector.trace())
+
+    def _infer(self, task: Task, selector, items: list[Item], test_ids: set[str], records_path: Path) -> None:
+        if not items:
+            return
+        scope = CallScope(method=selector.name, task=task.name, phase="inference")
+        params = self.client.params_for(task.stop)
+        step = max(1, self.client.backend.batch_size)
+        bar = tqdm(total=len(items), desc=f"{selector.name}/{task.name}", disable=not self.cfg.progress,
+                   unit="item", leave=False)
+        for start in range(0, len(items), step):
+            chunk = items[start:start + step]
+            demos, select_s = [], []
+            for item in chunk:
+                began = time.perf_counter()
+                chosen = selector.select(item)
+                select_s.append(time.perf_counter() - began)
+                leaked = [d.id for d in chosen if d.id in test_ids]
+                if leaked:
+                    raise BenchError(f"{selector.name} chose test items as demonstrations: {', '.join(leaked)}")
+                demos.append(chosen)
+            prompts = [task.render(d, it) for d, it in zip(demos, chunk)]
+            gens = self.client.generate(prompts, scope=scope, params=params)
+            outputs = [task.truncate(g.text) for g in gens]
+            predictions = [task.extract(o) for o in outputs]
+            scores = task.score(predictions, chunk, outputs)
+            extras = task.extra_metrics(outputs, chunk)
+            rows = []
+            for i, item in enumerate(chunk):
+                rows.append(ItemRecord(
+                    method=selector.name, task=task.name, item_id=item.id, demo_ids=[d.id for d in demos[i]],
+                    prompt_hash=text_hash(prompts[i]), output=outputs[i], prediction=predictions[i],
+                    gold=item.answer, score=float(scores[i]), latency_s=round(select_s[i] + gens[i].compute_s, 4),
+                    select_s=round(select_s[i], 6), extra={k: v[i] for k, v in extras.items()}))
+            append_jsonl(records_path, rows)
+            bar.update(len(chunk))
+        bar.close()
+
+    # ---- merging ------------------------------------------------------------------------------
+    def _all_records(self) -> list[ItemRecord]:
+        records = read_records(self.out / RECORDS)
+        for path in sorted(self.out.glob("records.rank*.jsonl")):
+            records += read_records(path)
+        return records
+
+    def _merge_ranks(self) -> None:
+        """Fold per-rank records and call logs into the single files (idempotent)."""
+        rank_records = sorted(self.out.glob("records.rank*.jsonl"))
+        if rank_records:
+            have = {(r.method, r.task, r.item_id) for r in read_records(self.out / RECORDS)}
+            new = []
+            for path in rank_records:
+                for rec in read_records(path):
+                    if (rec.method, rec.task, rec.item_id) not in have:
+                        have.add((rec.method, rec.task, rec.item_id))
+                        new.append(rec)
+            append_jsonl(self.out / RECORDS, new)
+            for path in rank_records:
+                path.unlink()
+        rank_calls = sorted(self.out.glob("calls.rank*.jsonl"))
+        if rank_calls:
+            with (self.out / CALLS).open("a", encoding="utf-8") as merged:
+                for path in rank_calls:
+                    merged.write(path.read_text(encoding="utf-8"))
+                    path.unlink()

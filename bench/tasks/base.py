@@ -1,0 +1,191 @@
+"""Task contract: where items come from, how a prompt is built, how an output is judged.
+
+A selector never builds prompts or parses answers itself; the task does.
+"""
+from __future__ import annotations
+
+import json
+import random
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from bench.errors import ConfigError, DataError
+from bench.items import Item
+
+MATH_INSTRUCTION = (
+    "You are a helpful, respectful and honest assistant helping to solve math word problems or tasks "
+    "requiring reasoning or math. Follow given examples and solve the problems in step by step manner."
+)
+
+
+@dataclass(frozen=True)
+class SplitSpec:
+    """Files of one task inside a data folder laid out like ``../shared/data``."""
+
+    folder: str
+    pool: str
+    validation: str | None  # None: carve validation out of the pool file (GSM8K has no dev split)
+    test: str
+
+
+@dataclass(frozen=True)
+class Splits:
+    pool: list[Item]
+    validation: list[Item]
+    test: list[Item]
+
+
+def normalise_text(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def read_jsonl(path: Path, parse_row: Callable[[dict, str], Item], split: str) -> list[Item]:
+    """Read JSON Lines; a malformed row raises DataError naming file and line."""
+    if not path.is_file():
+        raise DataError(f"data file not found: {path}")
+    items = []
+    with path.open(encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{line_no}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{where}: not valid JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
+            try:
+                item = parse_row(row, f"{path.parent.name}/{path.name}:{line_no}")
+            except (KeyError, TypeError, ValueError) as exc:
+                raise DataError(f"{where}: malformed row ({exc})") from None
+            items.append(_with_split(item, split))
+    if not items:
+        raise DataError(f"{path}: no rows")
+    return items
+
+
+def _with_split(item: Item, split: str) -> Item:
+    return Item(item.id, item.question, item.answer, item.rationale, item.options, split, item.meta)
+
+
+def require_str(row: dict, key: str) -> str:
+    if key not in row:
+        raise KeyError(f"missing field '{key}'")
+    value = row[key]
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"field '{key}' must be a non-empty string")
+    return value
+
+
+class Task(ABC):
+    """One benchmark task. Subclasses give files, row parsing, prompt pieces and extraction."""
+
+    name: str
+    metric_name: str
+    spec: SplitSpec
+    instruction: str
+    lang: str = "en"  # language of gold outputs, for BERTScore
+    stop: tuple[str, ...] = ("[Question]",)
+    hub_note: str = ""
+
+    # ---- data -------------------------------------------------------------------------------
+    @abstractmethod
+    def parse_row(self, row: dict, row_id: str) -> Item: ...
+
+    def load_hub(self, split: str) -> list[Item]:  # pragma: no cover - needs internet
+        raise ConfigError(f"task {self.name} has no hub loader")
+
+    def load_splits(self, data_dir: Path | None, *, n_test: int | None, n_val: int, pool_size: int | None,
+                    seed: int, source: str = "local") -> Splits:
+        """Load, de-duplicate against test, and subsample the three splits reproducibly."""
+        if source == "hub":
+            pool_all, val_all, test_all = (self.load_hub(s) for s in ("pool", "validation", "test"))
+        else:
+            if data_dir is None:
+                raise DataError("no data folder: pass --data-dir or set BENCH_DATA_DIR")
+            folder = Path(data_dir) / self.spec.folder
+            if not folder.is_dir():
+                raise DataError(f"data folder for task '{self.name}' not found: {folder}")
+            pool_all = read_jsonl(folder / self.spec.pool, self.parse_row, "pool")
+            test_all = read_jsonl(folder / self.spec.test, self.parse_row, "test")
+            if self.spec.validation is None:
+                pool_all, val_all = self.carve_validation(pool_all, seed=0)
+            else:
+                val_all = read_jsonl(folder / self.spec.validation, self.parse_row, "validation")
+        rng = random.Random(seed)
+        test = _subsample(test_all, n_test, rng)
+        val = _subsample(val_all, n_val, rng)
+        # A test (or validation) question never appears as a demonstration, even if a file repeats it.
+        held_out = {normalise_text(it.question) for it in test_all} | {normalise_text(it.question) for it in val}
+        pool = [it for it in pool_all if normalise_text(it.question) not in held_out]
+        pool = _subsample(pool, pool_size, rng)
+        return Splits(pool=pool, validation=val, test=test)
+
+    @staticmethod
+    def carve_validation(items: list[Item], seed: int, share: float = 0.3) -> tuple[list[Item], list[Item]]:
+        """CASE's 70/30 split of the training file: the 30 % part is where validation items come from."""
+        order = list(range(len(items)))
+        random.Random(seed).shuffle(order)
+        cut = int(len(items) * (1 - share))
+        pool = [items[i] for i in sorted(order[:cut])]
+        val = [_with_split(items[i], "validation") for i in sorted(order[cut:])]
+        return pool, val
+
+    # ---- prompts ----------------------------------------------------------------------------
+    @abstractmethod
+    def format_demo(self, item: Item) -> str: ...
+
+    @abstractmethod
+    def format_query(self, item: Item) -> str: ...
+
+    def prefix(self, demos: Sequence[Item]) -> str:
+        """Instruction plus demonstrations: the part shared by every item of one arm pull."""
+        blocks = [self.instruction] + [self.format_demo(d) for d in demos]
+        return "\n\n".join(blocks) + "\n\n"
+
+    def render(self, demos: Sequence[Item], item: Item) -> str:
+        return self.prefix(demos) + self.format_query(item)
+
+    # ---- judging ----------------------------------------------------------------------------
+    def truncate(self, output: str) -> str:
+        """Cut a continuation at the first stop string (a base model goes on writing exemplars)."""
+        cut = len(output)
+        for stop in self.stop:
+            pos = output.find(stop)
+            if pos != -1:
+                cut = min(cut, pos)
+        return output[:cut].strip()
+
+    @abstractmethod
+    def extract(self, output: str) -> str: ...
+
+    @abstractmethod
+    def score(self, predictions: Sequence[str], items: Sequence[Item], outputs: Sequence[str]) -> list[float]:
+        """Final metric per item (exact match or BERTScore F1)."""
+
+    def reward_reference(self, item: Item) -> str:
+        """Text the selection reward compares the LLM output with (gold rationale + answer)."""
+        return item.gold_output
+
+    def extra_metrics(self, outputs: Sequence[str], items: Sequence[Item]) -> dict[str, list[float]]:
+        return {}
+
+
+def _subsample(items: list[Item], n: int | None, rng: random.Random) -> list[Item]:
+    if n is None or n >= len(items):
+        return list(items)
+    if n <= 0:
+        raise ConfigError(f"subsample size must be positive, got {n}")
+    keep = sorted(rng.sample(range(len(items)), n))
+    return [items[i] for i in keep]
+
+
+NUMBER = re.compile(r"-?\$?\s?\d[\d,]*(?:\.\d+)?|-?\.\d+")
+
+
+def iter_numbers(text: str) -> Iterable[str]:
+    return (m.group(0) for m in NUMBER.finditer(text.replace("\u2212", "-")))

@@ -1,0 +1,66 @@
+"""WMT19 English->Chinese news translation; final metric BERTScore F1, chrF reported beside it."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from bench.items import Item
+from bench.metrics import BertScore, ChrF
+from bench.tasks.base import SplitSpec, Task, require_str
+
+WMT_INSTRUCTION = (
+    "You are a helpful, respectful and honest assistant helping to translate news sentences from English "
+    "to Chinese. Follow the given examples and answer with the Chinese translation only."
+)
+
+
+class WMT19(Task):
+    name = "wmt19"
+    metric_name = "bertscore_f1"
+    spec = SplitSpec(folder="wmt19_en_zh", pool="train_pool.jsonl", validation="dev.jsonl", test="test.jsonl")
+    instruction = WMT_INSTRUCTION
+    lang = "zh"
+    stop = ("\n", "[English]")
+    hub_note = "hub wmt19 zh-en has train and newstest2018 only; newstest2019 must come from a local folder"
+
+    def __init__(self, bertscore: BertScore | None = None):
+        self.bertscore = bertscore or BertScore()
+        self.chrf = ChrF()
+
+    def parse_row(self, row: dict, row_id: str) -> Item:
+        return Item(id=f"wmt19/{row_id}", question=require_str(row, "en").strip(), answer=require_str(row, "zh").strip())
+
+    def format_demo(self, item: Item) -> str:
+        return f"[English]: {item.question}\n[Chinese]: {item.answer}"
+
+    def format_query(self, item: Item) -> str:
+        return f"[English]: {item.question}\n[Chinese]:"
+
+    def truncate(self, output: str) -> str:
+        # The translation is the first non-empty line.
+        for line in output.strip().splitlines():
+            for stop in self.stop[1:]:
+                line = line.split(stop)[0]
+            if line.strip():
+                return line.strip()
+        return ""
+
+    def extract(self, output: str) -> str:
+        return output.strip()
+
+    def score(self, predictions: Sequence[str], items: Sequence[Item], outputs: Sequence[str]) -> list[float]:
+        return self.bertscore.f1(list(predictions), [it.answer for it in items], lang="zh")
+
+    def extra_metrics(self, outputs: Sequence[str], items: Sequence[Item]) -> dict[str, list[float]]:
+        return {"chrf": [self.chrf.sentence(o, it.answer) for o, it in zip(outputs, items)]}
+
+    def load_hub(self, split: str) -> list[Item]:  # pragma: no cover - needs internet
+        from datasets import load_dataset
+
+        if split == "test":
+            from bench.errors import DataError
+
+            raise DataError(self.hub_note)
+        name = {"pool": "train", "validation": "validation"}[split]
+        ds = load_dataset("wmt/wmt19", "zh-en")[name]
+        return [Item(id=f"wmt19/hub-{name}:{i}", question=r["translation"]["en"], answer=r["translation"]["zh"])
+                for i, r in enumerate(ds)]

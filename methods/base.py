@@ -1,0 +1,139 @@
+"""The Selector contract (fit on a pool, select per query) and the registry of selectors."""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import random
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from bench.errors import ConfigError
+from bench.items import Item
+
+ENTRY_POINT_GROUP = "bench.selectors"
+
+
+@dataclass
+class FitContext:
+    """Everything a selector may use during `fit`. The oracle is its only way to the LLM."""
+
+    task: Any  # bench.tasks.Task
+    pool: list[Item]
+    validation: list[Item]
+    encoder: Any  # bench.encoder.Encoder
+    oracle: Any  # bench.oracle.RewardOracle
+    seed: int = 0
+    k: int = 5
+    budget: int | None = None
+    extras: dict = field(default_factory=dict)  # shared run-level objects, e.g. the LLM client for scoring
+
+    def rng(self, salt: str = "") -> random.Random:
+        return random.Random(f"{self.seed}:{salt}")
+
+    def np_rng(self, salt: str = "") -> np.random.Generator:
+        # A stable digest, not hash(): str hashes change between processes.
+        digest = hashlib.sha256(f"{self.seed}:{salt}".encode()).digest()
+        return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+
+
+class Selector(ABC):
+    """Pick the ordered demonstrations for a test input.
+
+    Like a scikit-learn estimator: parameters in ``__init__``, learned state with a trailing
+    underscore, ``fit`` returns self. ``level`` is "task" (same demos for every query) or
+    "instance" (demos depend on the query).
+    """
+
+    name: ClassVar[str] = ""
+    level: ClassVar[Literal["task", "instance"]] = "task"
+
+    def __init__(self, k: int = 5):
+        self.k = k
+
+    @abstractmethod
+    def fit(self, ctx: FitContext) -> "Selector":
+        """Learn from the pool, validation items and (optionally) LLM rewards."""
+
+    @abstractmethod
+    def select(self, query: Item) -> list[Item]:
+        """Ordered demonstrations for one test input (the last one sits next to the query)."""
+
+    def trace(self) -> list[dict]:
+        """Per-round convergence data (gap index, regret, pulls); empty for one-shot selectors."""
+        return []
+
+    def check_pool(self, ctx: FitContext) -> None:
+        if self.k > len(ctx.pool):
+            raise ConfigError(f"{self.name}: k={self.k} is larger than the pool of task '{ctx.task.name}' "
+                              f"({len(ctx.pool)} items)")
+
+
+SELECTORS: dict[str, type[Selector]] = {}
+
+
+def register(name: str):
+    """Class decorator: ``@register("knn")`` makes the selector available to the CLI."""
+
+    def wrap(cls: type[Selector]) -> type[Selector]:
+        if not (isinstance(cls, type) and issubclass(cls, Selector)):
+            raise TypeError(f"@register('{name}') needs a Selector subclass")
+        if name in SELECTORS and SELECTORS[name] is not cls:
+            raise ConfigError(f"selector name '{name}' is already registered by {SELECTORS[name].__module__}")
+        cls.name = name
+        SELECTORS[name] = cls
+        return cls
+
+    return wrap
+
+
+def load_builtin() -> None:
+    import methods.zoo  # noqa: F401  (imports register every built-in selector)
+
+
+def load_entry_points() -> list[str]:
+    """Selectors that installed packages declare under the entry-point group ``bench.selectors``."""
+    loaded = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            obj = ep.load()
+        except Exception as exc:
+            raise ConfigError(f"entry point '{ep.name}' ({ep.value}) failed to load: {exc}") from None
+        if isinstance(obj, type) and issubclass(obj, Selector) and ep.name not in SELECTORS:
+            register(ep.name)(obj)
+        loaded.append(ep.name)
+    return loaded
+
+
+def load_plugin(module: str) -> None:
+    """``--plugin some.module``: import a user's module whose @register calls add selectors."""
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(f"plugin module '{module}' could not be imported: {exc}") from None
+
+
+def available() -> dict[str, type[Selector]]:
+    load_builtin()
+    load_entry_points()
+    return dict(SELECTORS)
+
+
+def create(name: str, params: dict[str, Any] | None = None) -> Selector:
+    """Instantiate a registered selector, checking parameter names against its __init__."""
+    known = available()
+    if name not in known:
+        raise ConfigError(f"unknown method '{name}'; known methods: {', '.join(sorted(known))}")
+    cls = known[name]
+    params = dict(params or {})
+    sig = inspect.signature(cls.__init__)
+    accepts_any = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+    unknown = [p for p in params if p not in sig.parameters and not accepts_any]
+    if unknown:
+        allowed = [p for p in sig.parameters if p != "self"]
+        raise ConfigError(f"method '{name}' has no parameter {', '.join(unknown)}; parameters: {', '.join(allowed)}")
+    return cls(**params)

@@ -1,0 +1,25 @@
+"""KNN retrieval (Rubin et al. 2022 style): the k pool items most similar to the query."""
+from __future__ import annotations
+
+import numpy as np
+
+from bench.items import Item
+from methods.base import FitContext, Selector, register
+
+
+@register("knn")
+class KNN(Selector):
+    level = "instance"
+
+    def fit(self, ctx: FitContext) -> "KNN":
+        self.check_pool(ctx)
+        self.pool_ = list(ctx.pool)
+        self.encoder_ = ctx.encoder
+        self.pool_emb_ = ctx.encoder.encode_items(self.pool_)
+        return self
+
+    def select(self, query: Item) -> list[Item]:
+        sims = self.pool_emb_ @ self.encoder_.encode_items([query])[0]
+        top = np.argsort(-sims, kind="stable")[: self.k]
+        # Most similar last, next to the query.
+        return [self.pool_[i] for i in top[::-1]]

@@ -1,0 +1,1 @@
+"""Tables, significance tests and figures built from a run folder."""

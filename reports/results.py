@@ -1,0 +1,87 @@
+"""results.json: one summary row per (method, task), built from records, fits and calls."""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from bench.llm.calllog import read_calls
+from bench.records import read_fits, read_records
+from bench.tasks import TASKS
+
+
+def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = "") -> dict:
+    out = Path(out)
+    records = read_records(out / "records.jsonl")
+    fits = read_fits(out / "fits.jsonl")
+    distinct: dict[tuple, set] = defaultdict(set)
+    uncached: dict[tuple, int] = defaultdict(int)
+    tokens: dict[tuple, dict] = defaultdict(lambda: defaultdict(int))
+    for call in read_calls(out / "calls.jsonl"):
+        key = (call["method"], call["task"], call["phase"])
+        distinct[key].add(call["key"])
+        if not call["cached"]:
+            uncached[key] += 1
+            tok = tokens[key]
+            tok["prompt_tokens"] += call["prompt_tokens"]
+            tok["prefilled_tokens"] += call["prefilled_tokens"]
+            tok["completion_tokens"] += call["completion_tokens"]
+    by_run: dict[tuple, list] = defaultdict(list)
+    for rec in records:
+        by_run[(rec.method, rec.task)].append(rec)
+    config = json.loads((out / "config.json").read_text()) if (out / "config.json").exists() else {}
+    order = config.get("methods") or sorted({m for m, _ in by_run})
+    runs = []
+    for method in order:
+        for task in config.get("identity", {}).get("tasks") or sorted({t for _, t in by_run}):
+            recs = by_run.get((method, task))
+            if not recs:
+                continue
+            fit = fits.get((method, task))
+            extra_keys = sorted({k for r in recs for k in r.extra})
+            runs.append({
+                "method": method,
+                "task": task,
+                "level": fit.level if fit else "",
+                "metric": TASKS[task].metric_name if task in TASKS else "",
+                "score": float(np.mean([r.score for r in recs])),
+                "n": len(recs),
+                "llm_calls": {"selection": fit.selection_calls if fit else len(distinct[(method, task, "selection")]),
+                              "inference": len(distinct[(method, task, "inference")]) or len(recs)},
+                "llm_calls_uncached": {"selection": uncached[(method, task, "selection")],
+                                       "inference": uncached[(method, task, "inference")]},
+                "tokens": {phase: dict(tokens[(method, task, phase)]) for phase in ("selection", "inference")},
+                "selection_seconds": fit.selection_seconds if fit else 0.0,
+                "inference_seconds_per_query": float(np.mean([r.latency_s for r in recs])),
+                "budget": fit.budget if fit else None,
+                "budget_exhausted": bool(fit and fit.budget_exhausted),
+                "extra": {k: float(np.mean([r.extra[k] for r in recs if k in r.extra])) for k in extra_keys},
+            })
+    langs = sorted({TASKS[t].lang for t in {r["task"] for r in runs} if t in TASKS})
+    return {
+        "runs": runs,
+        "llm": llm,
+        "encoder": encoder,
+        "bertscore": {lang: bertscore.description(lang) for lang in langs} if bertscore else {},
+        "config": config.get("identity", {}),
+    }
+
+
+def write_results(out: Path, results: dict) -> None:
+    (Path(out) / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
+
+
+def load_results(path: Path) -> dict:
+    path = Path(path)
+    if path.is_dir():
+        path = path / "results.json"
+    from bench.errors import DataError
+
+    if not path.exists():
+        raise DataError(f"no results file at {path}")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: not valid JSON ({exc.msg})") from None

@@ -1,0 +1,108 @@
+"""The paper's table shapes (accuracy, LLM calls, inference time) as Markdown and LaTeX (tabulate)."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from tabulate import tabulate
+
+from bench.records import ItemRecord
+from reports.stats import PairedTTest
+
+DAGGER, WORSE = "†", "↓"
+
+
+def _grid(runs: list[dict]) -> tuple[list[str], list[str], dict]:
+    methods = list(dict.fromkeys(r["method"] for r in runs))
+    tasks = list(dict.fromkeys(r["task"] for r in runs))
+    cell = {(r["method"], r["task"]): r for r in runs}
+    return methods, tasks, cell
+
+
+def pick_baseline(runs: list[dict], requested: str | None) -> str | None:
+    methods = [r["method"] for r in runs]
+    if requested:
+        return requested
+    for candidate in ("case-dynamic", "zero-shot"):
+        if candidate in methods:
+            return candidate
+    return methods[0] if methods else None
+
+
+def significance(records: list[ItemRecord], baseline: str) -> dict[tuple[str, str], PairedTTest]:
+    per: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    for rec in records:
+        per[(rec.method, rec.task)][rec.item_id] = rec.score
+    tests = {}
+    for (method, task), scores in per.items():
+        if method != baseline and (baseline, task) in per:
+            tests[(method, task)] = PairedTTest.of(scores, per[(baseline, task)])
+    return tests
+
+
+def accuracy_table(runs: list[dict], tests: dict, fmt: str = "github") -> str:
+    methods, tasks, cell = _grid(runs)
+    rows = []
+    for method in methods:
+        row = [method]
+        for task in tasks:
+            run = cell.get((method, task))
+            if run is None:
+                row.append("")
+                continue
+            mark = ""
+            test = tests.get((method, task))
+            if test is not None and test.better():
+                mark = DAGGER if fmt == "github" else r"$^\dagger$"
+            elif test is not None and test.worse():
+                mark = WORSE if fmt == "github" else r"$^\downarrow$"
+            budget = "*" if run.get("budget_exhausted") else ""
+            row.append(f"{100 * run['score']:.2f}{mark}{budget}")
+        rows.append(row)
+    headers = ["Method"] + [_task_header(t, runs) for t in tasks]
+    return tabulate(rows, headers=headers, tablefmt="latex_raw" if fmt == "latex" else fmt)
+
+
+def _task_header(task: str, runs: list[dict]) -> str:
+    metric = next((r["metric"] for r in runs if r["task"] == task), "")
+    return f"{task} ({'EM' if metric == 'exact_match' else 'BERTScore F1'})"
+
+
+def extra_table(runs: list[dict], fmt: str = "github") -> str | None:
+    """Secondary metrics (chrF on WMT19)."""
+    rows = [[r["method"], r["task"]] + [f"{100 * v:.2f}" for v in r["extra"].values()] for r in runs if r["extra"]]
+    if not rows:
+        return None
+    keys = next(list(r["extra"]) for r in runs if r["extra"])
+    return tabulate(rows, headers=["Method", "Task"] + keys, tablefmt="latex_raw" if fmt == "latex" else fmt)
+
+
+def calls_table(runs: list[dict], fmt: str = "github") -> str:
+    methods, tasks, cell = _grid(runs)
+    rows = []
+    for method in methods:
+        row = [method]
+        for task in tasks:
+            run = cell.get((method, task))
+            row.append("" if run is None else f"{run['llm_calls']['selection']} / {run['llm_calls']['inference']}")
+        rows.append(row)
+    return tabulate(rows, headers=["Method (selection / inference)"] + tasks,
+                    tablefmt="latex_raw" if fmt == "latex" else fmt)
+
+
+def time_table(runs: list[dict], fmt: str = "github") -> str:
+    methods, tasks, cell = _grid(runs)
+    rows = []
+    for method in methods:
+        row = [method]
+        for task in tasks:
+            run = cell.get((method, task))
+            row.append("" if run is None else f"{run['inference_seconds_per_query']:.2f}")
+        rows.append(row)
+    return tabulate(rows, headers=["Method (s / query)"] + tasks, tablefmt="latex_raw" if fmt == "latex" else fmt)
+
+
+def selection_time_table(runs: list[dict], fmt: str = "github") -> str:
+    methods, tasks, cell = _grid(runs)
+    rows = [[m] + [("" if cell.get((m, t)) is None else f"{cell[(m, t)]['selection_seconds']:.1f}") for t in tasks]
+            for m in methods]
+    return tabulate(rows, headers=["Method (selection s)"] + tasks, tablefmt="latex_raw" if fmt == "latex" else fmt)
