@@ -22,7 +22,7 @@ def parse_number(text: str) -> float | None:
 
 def numbers_equal(a: str, b: str) -> bool:
     x, y = parse_number(a), parse_number(b)
-    return x is not None and y is not None and abs(x - y) <= 1e-6 * max(1.0, abs(y))
+    return x is not None and y is not None and abs(x - y) <= 1e-9 * max(1.0, abs(y))  # float noise only
 
 
 def local_encoder_path() -> str | None:

@@ -94,7 +94,7 @@ class Runner:
         cfg_path = self.out / CONFIG
         if self.dist.is_main:
             self.out.mkdir(parents=True, exist_ok=True)
-            identity = self.cfg.identity()
+            identity = json.loads(json.dumps(self.cfg.identity()))  # as it reads back from disk
             if cfg_path.exists():
                 previous = json.loads(cfg_path.read_text())
                 if not self.cfg.resume:

@@ -50,7 +50,7 @@ class LLMClient:
         return prefix, suffixes, keys
 
     def is_cached(self, keys: Sequence[str]) -> set[str]:
-        return set(self.cache.get_many(list(keys))) if self.cache else set()
+        return set(self.cache.get_many(list(keys))) if self.cache is not None else set()
 
     # ---- calls --------------------------------------------------------------------------------
     def generate(self, prompts: Sequence[str], *, scope: CallScope, params: GenerationParams | None = None,
@@ -92,7 +92,7 @@ class LLMClient:
     def _answer(self, keys: list[str], indices: list[int], run: Callable[[list[int]], list[RawGeneration]],
                 scope: CallScope, kind: str) -> list[Generation]:
         results: dict[str, Generation] = {}
-        hits = self.cache.get_many(sorted(set(keys))) if self.cache else {}
+        hits = self.cache.get_many(sorted(set(keys))) if self.cache is not None else {}
         for key, value in hits.items():
             results[key] = Generation(value["text"], value["prompt_tokens"], value["completion_tokens"], 0,
                                       0.0, True, key, value.get("latency_s", 0.0))
@@ -121,7 +121,7 @@ class LLMClient:
                 fresh[key] = {"text": gen.text, "prompt_tokens": gen.prompt_tokens,
                               "completion_tokens": gen.completion_tokens, "latency_s": latency}
                 log_rows.append(self._record(scope, kind, results[key], indices[row]))
-            if self.cache:
+            if self.cache is not None:
                 self.cache.put_many(fresh)
             self.log.write(log_rows)
             log_rows = []

@@ -36,8 +36,9 @@ class OpenAIBackend(Backend):
         self.pool = ThreadPoolExecutor(max_workers=self.batch_size)
 
     def _with_retries(self, fn):
-        last = None
+        last, attempts = None, 0
         for attempt in range(self.retries + 1):
+            attempts += 1  # counted, not assumed: a 4xx stops early and the message must say so
             try:
                 return fn()
             except Exception as exc:  # openai raises APIConnectionError, APITimeoutError, APIStatusError
@@ -47,8 +48,9 @@ class OpenAIBackend(Backend):
                     break  # a bad request does not get better by retrying
                 if attempt < self.retries:
                     time.sleep(self.backoff_s * 2 ** attempt)
-        detail = str(last).splitlines()[0] if str(last) else type(last).__name__
-        raise LLMError(f"LLM server {self.api_base} failed after {self.retries + 1} attempts: "
+        lines = str(last).strip().splitlines()
+        detail = lines[0] if lines else type(last).__name__
+        raise LLMError(f"LLM server {self.api_base} failed after {attempts} attempt{'s' * (attempts != 1)}: "
                        f"{type(last).__name__}: {detail}")
 
     def _one(self, prompt: str, params: GenerationParams, seed: int) -> RawGeneration:
@@ -80,21 +82,29 @@ class OpenAIBackend(Backend):
         return list(self.pool.map(lambda a: self._score(*a), zip(contexts, continuations)))
 
     def _score(self, context: str, continuation: str) -> RawLoglik:
+        # echo=True returns the prompt's tokens with logprobs (OpenAI legacy, vLLM, llama.cpp's server);
+        # max_tokens=1, not 0: llama.cpp's server reads 0 as "generate until the context is full".
         resp = self._with_retries(lambda: self.client.completions.create(
             model=self.model, prompt=context + continuation, max_tokens=1, temperature=0.0, echo=True, logprobs=1))
-        lp = resp.choices[0].logprobs
-        if lp is None or not lp.token_logprobs:
+        choice = resp.choices[0]
+        lp = choice.logprobs
+        if lp is None or not lp.token_logprobs or not lp.text_offset:
             raise LLMError(f"server {self.api_base} returned no prompt logprobs (echo=True unsupported?)")
-        start = len(context)
+        start, end = len(context), len(context) + len(continuation)
+        # text_offset is each token's start in the echoed text; a token ends where the next one starts.
+        ends = list(lp.text_offset[1:]) + [len(choice.text or "")]
         total, n = 0.0, 0
-        # text_offset gives each token's start in the echoed text; continuation tokens start at len(context).
-        for offset, value in zip(lp.text_offset, lp.token_logprobs):
-            if offset >= start and offset < len(context) + len(continuation) and value is not None:
+        for offset, stop, value in zip(lp.text_offset, ends, lp.token_logprobs):
+            inside = start <= offset < end  # the generated token starts at `end`, so it is left out
+            # "is " + "Paris" tokenizes as "is", " Paris": the token straddling the boundary carries the continuation
+            straddles = offset < start < stop
+            if (inside or straddles) and value is not None:  # the very first prompt token has no logprob
                 total += value
                 n += 1
         if n == 0:
-            raise LLMError("loglik: continuation has no tokens in the server's answer")
+            raise LLMError(f"loglik: continuation {continuation[:40]!r} has no scored tokens in the server's answer")
         return RawLoglik(logprob=total, n_tokens=n, prompt_tokens=resp.usage.prompt_tokens if resp.usage else 0)
 
     def close(self) -> None:
         self.pool.shutdown(wait=False)
+        self.client.close()  # the HTTP connection pool, or its sockets linger until garbage collection

@@ -1,0 +1,39 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def shared_data() -> Path | None:
+    env = os.environ.get("BENCH_DATA_DIR")
+    candidate = Path(env) if env else ROOT.parent / "shared" / "data"
+    return candidate if candidate.is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    path = shared_data()
+    if path is None:
+        pytest.skip("../shared/data (or BENCH_DATA_DIR) is not present")
+    return path
+
+
+@pytest.fixture(scope="session")
+def encoder():
+    from bench.encoder import Encoder
+
+    return Encoder()
+
+
+@pytest.fixture(scope="session")
+def bertscore():
+    from bench.metrics import BertScore, BertScoreConfig
+
+    return BertScore(BertScoreConfig(model="local"))

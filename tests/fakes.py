@@ -1,0 +1,54 @@
+"""Test doubles for the harness: a deterministic backend that records what it was asked."""
+from __future__ import annotations
+
+import re
+from typing import Callable, Sequence
+
+from bench.llm.base import Backend, GenerationParams, RawGeneration, RawLoglik
+
+
+def answer_with_demo_count(prompt: str) -> str:
+    """A fake 'model' whose answer depends on the prompt: it reports how many demonstrations it saw."""
+    # every demonstration and the query carry one "[Explanation]:" (math) or "[Chinese]:" (WMT19)
+    shown = max(prompt.count("[Explanation]:"), prompt.count("[Chinese]:")) - 1
+    return f" I count.\n[Answer]: {shown}\n[Question]: next"
+
+
+class FakeBackend(Backend):
+    def __init__(self, respond: Callable[[str], str] = answer_with_demo_count, model_id: str = "fake-model",
+                 batch_size: int = 2, fail_after: int | None = None, exc: type[BaseException] = RuntimeError):
+        self.respond = respond
+        self.model_id = model_id
+        self.batch_size = batch_size
+        self.fail_after = fail_after
+        self.exc = exc
+        self.prompts: list[str] = []
+        self.prefix_calls: list[tuple[str, int]] = []
+
+    def _tick(self, n: int) -> None:
+        if self.fail_after is not None and len(self.prompts) + n > self.fail_after:
+            raise self.exc("fake backend stopped on purpose")
+
+    def generate(self, prompts: Sequence[str], params: GenerationParams, seeds: Sequence[int]) -> list[RawGeneration]:
+        self._tick(len(prompts))
+        self.prompts.extend(prompts)
+        out = []
+        for p, seed in zip(prompts, seeds):
+            text = self.respond(p)
+            if not params.greedy:
+                text += f" (sample {seed % 97})"
+            for stop in params.stop:
+                text = text.split(stop)[0]
+            out.append(RawGeneration(text=text, prompt_tokens=len(p.split()), completion_tokens=len(text.split())))
+        return out
+
+    def generate_with_prefix(self, prefix, suffixes, params, seeds):
+        self.prefix_calls.append((prefix, len(suffixes)))
+        return super().generate_with_prefix(prefix, suffixes, params, seeds)
+
+    def loglik(self, contexts: Sequence[str], continuations: Sequence[str]) -> list[RawLoglik]:
+        self._tick(len(contexts))
+        self.prompts.extend(c + x for c, x in zip(contexts, continuations))
+        # longer shared words with the context -> higher score
+        return [RawLoglik(logprob=-float(len(set(re.findall(r"\w+", x)) - set(re.findall(r"\w+", c)))) - 0.5,
+                          n_tokens=max(1, len(x.split()))) for c, x in zip(contexts, continuations)]

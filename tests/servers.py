@@ -1,0 +1,128 @@
+"""Loopback servers for tests: llama-cpp-python's OpenAI-compatible server, and an HTTP server too slow to answer.
+
+Everything binds 127.0.0.1 only, and every wait is bounded.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Iterator
+
+HOST = "127.0.0.1"
+PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (bound to port 0, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def _get(url: str, timeout_s: float) -> bytes:
+    # No proxies: a proxy from the environment must never see loopback traffic.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url, timeout=timeout_s) as resp:
+        return resp.read()
+
+
+@contextlib.contextmanager
+def llama_server(model_path: str | Path, *, n_ctx: int = 2048, startup_timeout_s: float = 60.0,
+                 stop_timeout_s: float = 10.0) -> Iterator[str]:
+    """Run `python -m llama_cpp.server` on a free loopback port; yields its OpenAI base URL (…/v1)."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--host", HOST,
+           "--port", str(port), "--n_ctx", str(n_ctx)]
+    env = {k: v for k, v in os.environ.items() if k not in PROXY_VARS}
+    log = tempfile.TemporaryFile()  # a file, not a pipe: a full pipe would block the server
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+    base = f"http://{HOST}:{port}/v1"
+    try:
+        deadline = time.monotonic() + startup_timeout_s
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"llama.cpp server exited with {proc.returncode}: {_tail(log)}")
+            try:
+                _get(f"{base}/models", timeout_s=2.0)
+                break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"llama.cpp server not ready after {startup_timeout_s:.0f} s: {_tail(log)}")
+            time.sleep(0.25)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=stop_timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=stop_timeout_s)
+        log.close()
+
+
+def _tail(log, n: int = 2000) -> str:
+    log.flush()
+    log.seek(0)
+    return log.read().decode("utf-8", errors="replace")[-n:]
+
+
+class SlowServer:
+    """Answers every POST only after `delay_s`; counts the requests it received.
+
+    Use as a context manager; `base_url` is an OpenAI-style base (…/v1).
+    """
+
+    def __init__(self, delay_s: float):
+        self.delay_s = delay_s
+        self.requests = 0
+        self._lock = threading.Lock()
+        self._release = threading.Event()  # set on exit, so sleeping handlers end at once
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (http.server's naming)
+                with outer._lock:
+                    outer.requests += 1
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                outer._release.wait(outer.delay_s)
+                body = json.dumps({"id": "slow", "object": "text_completion", "created": 0, "model": "slow",
+                                   "choices": [{"text": "late", "index": 0, "logprobs": None,
+                                                "finish_reason": "length"}]}).encode()
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:  # the client gave up long ago
+                    pass
+
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+        self._httpd = ThreadingHTTPServer((HOST, 0), Handler)
+        self._httpd.daemon_threads = True
+        self.base_url = f"http://{HOST}:{self._httpd.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
+
+    def __enter__(self) -> "SlowServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._release.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)

@@ -1,0 +1,33 @@
+import pytest
+
+from bench.metrics import BertScore, BertScoreConfig, ChrF
+
+
+def test_bertscore_identical_beats_unrelated(bertscore):
+    same = bertscore.f1(["John has 5 apples."], ["John has 5 apples."], lang="en")[0]
+    near = bertscore.f1(["John owns five apples."], ["John has 5 apples."], lang="en")[0]
+    far = bertscore.f1(["The stock market fell sharply."], ["John has 5 apples."], lang="en")[0]
+    assert same == pytest.approx(1.0, abs=1e-4)
+    assert same > near > far
+
+
+def test_bertscore_description_names_model_layer_and_hash(bertscore):
+    bertscore.f1(["a"], ["b"], lang="en")
+    desc = bertscore.description("en")
+    assert "all-MiniLM-L6-v2 (local)" in desc and "layer 6" in desc and "_L6_no-idf_version=" in desc
+
+
+def test_bertscore_auto_falls_back_to_local_without_a_cached_official_model():
+    model, layers, name = BertScore(BertScoreConfig(model="auto")).resolve("zh")
+    # no official model is in this machine's hub cache, so "auto" never waits on the network
+    assert name == "all-MiniLM-L6-v2 (local)" and layers == 6
+
+
+def test_empty_output_scores_low_not_crash(bertscore):
+    assert bertscore.f1([""], ["你好"], lang="zh")[0] < 0.9
+
+
+def test_chrf_range():
+    chrf = ChrF()
+    assert chrf.sentence("你好世界", "你好世界") == pytest.approx(1.0)
+    assert 0.0 <= chrf.sentence("你好", "再见世界") < 0.5

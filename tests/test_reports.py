@@ -1,0 +1,87 @@
+import json
+import math
+
+import numpy as np
+import pytest
+
+from bench.cli import main
+from bench.compare import compare
+from bench.records import ItemRecord, append_jsonl
+from reports.render import write_report
+from reports.stats import PairedTTest
+
+
+def test_paired_t_test_matches_hand_computation():
+    a = {"1": 0.9, "2": 0.8, "3": 0.7, "4": 0.95, "5": 0.85}
+    b = {"1": 0.6, "2": 0.7, "3": 0.65, "4": 0.7, "5": 0.6, "6": 0.1}  # item 6 has no pair: ignored
+    d = np.array([0.3, 0.1, 0.05, 0.25, 0.25])
+    t = d.mean() / (d.std(ddof=1) / math.sqrt(5))
+    test = PairedTTest.of(a, b)
+    assert test.n == 5 and test.t == pytest.approx(t) and test.mean_diff == pytest.approx(d.mean())
+    from scipy.stats import t as student_t
+
+    assert test.p == pytest.approx(2 * student_t.sf(t, df=4)) and test.p == pytest.approx(0.01726, abs=1e-4)
+    assert test.better() and not test.worse()
+
+
+def test_paired_t_test_degenerate_cases():
+    assert math.isnan(PairedTTest.of({"1": 1.0}, {"1": 0.0}).p)  # one pair
+    same_diff = PairedTTest.of({"1": 1.0, "2": 1.0}, {"1": 0.0, "2": 0.0})
+    assert math.isnan(same_diff.p) and not same_diff.better()
+
+
+def _make_run(out, scores_by_method, task="gsm8k", selection_calls=None):
+    out.mkdir(parents=True, exist_ok=True)
+    recs = []
+    for method, scores in scores_by_method.items():
+        for i, s in enumerate(scores):
+            recs.append(ItemRecord(method, task, f"t{i}", [], "h", "o", "p", "g", float(s), 0.5))
+    append_jsonl(out / "records.jsonl", recs)
+    fits = [{"method": m, "task": task, "level": "task", "selection_seconds": 1.0,
+             "selection_calls": (selection_calls or {}).get(m, 0), "budget": None, "budget_exhausted": False,
+             "trace": []} for m in scores_by_method]
+    append_jsonl(out / "fits.jsonl", fits)
+    (out / "config.json").write_text(json.dumps({"identity": {"tasks": [task]}, "methods": list(scores_by_method)}))
+    from reports.results import build_results, write_results
+
+    write_results(out, build_results(out, llm="fake"))
+
+
+def test_report_daggers_against_baseline(tmp_path):
+    rng = np.random.default_rng(0)
+    base = rng.uniform(0.2, 0.4, 30)
+    noise = rng.normal(0, 0.05, 30)
+    _make_run(tmp_path, {"zero-shot": base, "good": base + 0.3 + noise,
+                         "same": base + noise - noise.mean(),  # mean difference exactly 0: t = 0
+                         "bad": base - 0.2 + noise})
+    write_report(tmp_path, baseline="zero-shot")
+    md = (tmp_path / "report.md").read_text()
+    accuracy = md.split("## Accuracy")[1].split("##")[0]
+    row = {line.split("|")[1].strip(): line for line in accuracy.splitlines() if line.startswith("| ")}
+    assert "†" in row["good"] and "†" not in row["same"] and "↓" in row["bad"]
+    assert (tmp_path / "selection_runtime.png").stat().st_size > 1000
+    assert r"$^\dagger$" in (tmp_path / "report.tex").read_text()
+
+
+def test_compare_flags_score_drop_and_call_rise(tmp_path):
+    ref = {"runs": [{"method": "knn", "task": "gsm8k", "score": 0.5, "llm_calls": {"selection": 10, "inference": 5}}]}
+    ok = {"runs": [{"method": "knn", "task": "gsm8k", "score": 0.46, "llm_calls": {"selection": 10, "inference": 5}}]}
+    drop = {"runs": [{"method": "knn", "task": "gsm8k", "score": 0.40, "llm_calls": {"selection": 10, "inference": 5}}]}
+    more = {"runs": [{"method": "knn", "task": "gsm8k", "score": 0.5, "llm_calls": {"selection": 20, "inference": 5}}]}
+    assert all(c.ok for c in compare(ok, ref, 0.05, 0.05))
+    assert [c.what for c in compare(drop, ref, 0.05, 0.05) if not c.ok] == ["score"]
+    assert [c.what for c in compare(more, ref, 0.05, 0.05) if not c.ok] == ["llm_calls"]
+    assert [c.what for c in compare({"runs": []}, ref, 0.05, 0.05) if not c.ok] == ["present"]
+
+
+def test_compare_cli_exit_codes(tmp_path, capsys):
+    _make_run(tmp_path / "run", {"zero-shot": [1, 0, 1, 1], "knn": [1, 1, 1, 1]})
+    ref = tmp_path / "ref.json"
+    ref.write_text((tmp_path / "run" / "results.json").read_text())
+    assert main(["compare", str(tmp_path / "run"), "--to", str(ref), "--tolerance", "0"]) == 0
+    data = json.loads(ref.read_text())
+    data["runs"][1]["score"] = 1.2
+    ref.write_text(json.dumps(data))
+    assert main(["compare", str(tmp_path / "run"), "--to", str(ref), "--tolerance", "0.1"]) == 1
+    assert main(["compare", str(tmp_path / "run"), "--to", str(tmp_path / "missing.json")]) == 2
+    assert "error: no results file at" in capsys.readouterr().err

@@ -1,0 +1,130 @@
+import json
+from pathlib import Path
+
+import pytest
+
+import bench.runner as runner_mod
+from bench.errors import ConfigError, LLMError
+from bench.llm import GenerationParams, LLMSpec
+from bench.metrics import BertScoreConfig
+from bench.runner import RunConfig, Runner
+from fakes import FakeBackend
+
+TIMING = ("selection_seconds", "inference_seconds_per_query")
+
+
+def make_config(tmp_path: Path, data_dir: Path, **kw) -> RunConfig:
+    base = dict(methods=["zero-shot", "few-shot", "knn", "mmr"], tasks=["gsm8k", "aquarat"],
+                llm=LLMSpec(name="fake", backend="hf"), out=tmp_path / "run", data_dir=data_dir, n_test=5,
+                n_val=4, pool_size=60, seed=1, generation=GenerationParams(max_new_tokens=16, temperature=0.0),
+                bertscore=BertScoreConfig(model="local"), progress=False)
+    base.update(kw)
+    return RunConfig(**base)
+
+
+@pytest.fixture
+def fake_backend(monkeypatch):
+    holder = {"backend": FakeBackend()}
+    monkeypatch.setattr(runner_mod, "make_backend", lambda spec: holder["backend"])
+    return holder
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+
+
+def strip_timing(results: dict) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in TIMING} for r in results["runs"]]
+
+
+def test_run_writes_four_outputs_with_schema(tmp_path, data_dir, fake_backend):
+    results = Runner(make_config(tmp_path, data_dir)).run()
+    out = tmp_path / "run"
+    for name in ("records.jsonl", "calls.jsonl", "results.json", "report.md"):
+        assert (out / name).exists(), name
+    records = lines(out / "records.jsonl")
+    assert len(records) == 4 * 2 * 5
+    rec = records[0]
+    assert set(rec) >= {"method", "task", "item_id", "demo_ids", "prompt_hash", "output", "prediction", "gold",
+                        "score", "latency_s"}
+    on_disk = json.loads((out / "results.json").read_text())
+    assert on_disk["runs"] == results["runs"]
+    run = next(r for r in on_disk["runs"] if r["method"] == "knn" and r["task"] == "gsm8k")
+    assert set(run) >= {"method", "task", "metric", "score", "n", "llm_calls", "selection_seconds",
+                        "inference_seconds_per_query"}
+    assert run["metric"] == "exact_match" and run["n"] == 5
+    assert run["llm_calls"] == {"selection": 0, "inference": 5}
+    # The fake answers with the number of demonstrations it saw: zero-shot 0, the others k = 5.
+    by_method = {r["method"]: r for r in records if r["task"] == "gsm8k"}
+    assert by_method["zero-shot"]["prediction"] == "0" and by_method["knn"]["prediction"] == "5"
+    assert all(len(r["demo_ids"]) == (0 if r["method"] == "zero-shot" else 5) for r in records)
+    # Test items are never demonstrations.
+    test_ids = {r["item_id"] for r in records}
+    assert not test_ids & {d for r in records for d in r["demo_ids"]}
+    calls = lines(out / "calls.jsonl")
+    assert len(calls) == 40 and {c["phase"] for c in calls} == {"inference"}
+
+
+def test_same_seed_same_selection(tmp_path, data_dir, fake_backend):
+    Runner(make_config(tmp_path / "a", data_dir, methods=["few-shot"])).run()
+    Runner(make_config(tmp_path / "b", data_dir, methods=["few-shot"])).run()
+    Runner(make_config(tmp_path / "c", data_dir, methods=["few-shot"], seed=2)).run()
+    demos = [[r["demo_ids"] for r in lines(tmp_path / x / "run" / "records.jsonl")] for x in "abc"]
+    assert demos[0] == demos[1] and demos[0] != demos[2]
+
+
+def test_killed_run_resumes_without_repeating_calls(tmp_path, data_dir, fake_backend):
+    full = Runner(make_config(tmp_path / "full", data_dir)).run()
+    # Same run, but the LLM dies after 13 answered calls (mid-method, mid-batch).
+    fake_backend["backend"] = FakeBackend(fail_after=13)
+    cfg = make_config(tmp_path / "cut", data_dir)
+    with pytest.raises(LLMError):
+        Runner(cfg).run()
+    out = tmp_path / "cut" / "run"
+    kept = lines(out / "records.jsonl")
+    assert 0 < len(kept) < 40  # what was answered before the failure is kept
+    fake_backend["backend"] = FakeBackend()
+    cfg.resume = True
+    resumed = Runner(cfg).run()
+    calls = lines(out / "calls.jsonl")
+    uncached = [c["key"] for c in calls if not c["cached"]]
+    assert len(uncached) == len(set(uncached)) == 40  # no answered call was made twice
+    assert strip_timing(resumed) == strip_timing(full)
+    assert len(lines(out / "records.jsonl")) == 40
+
+
+def test_out_dir_guard_and_resume_mismatch(tmp_path, data_dir, fake_backend):
+    cfg = make_config(tmp_path, data_dir, methods=["zero-shot"], tasks=["gsm8k"])
+    Runner(cfg).run()
+    with pytest.raises(ConfigError, match="already holds a run; pass --resume"):
+        Runner(cfg).run()
+    other = make_config(tmp_path, data_dir, methods=["zero-shot"], tasks=["gsm8k"], seed=9, resume=True)
+    with pytest.raises(ConfigError, match=r"settings differ .*seed"):
+        Runner(other).run()
+    # adding a method to a finished run with --resume works and keeps the old records
+    more = make_config(tmp_path, data_dir, methods=["few-shot"], tasks=["gsm8k"], resume=True)
+    results = Runner(more).run()
+    assert [r["method"] for r in results["runs"]] == ["zero-shot", "few-shot"]
+
+
+def test_bad_names_fail_before_any_work(tmp_path, data_dir, fake_backend):
+    with pytest.raises(ConfigError, match="unknown method 'nope'"):
+        Runner(make_config(tmp_path, data_dir, methods=["nope"]))
+    with pytest.raises(ConfigError, match="unknown task 'math'"):
+        Runner(make_config(tmp_path, data_dir, tasks=["math"]))
+    with pytest.raises(ConfigError, match="unknown LLM 'gpt-5'"):
+        Runner(make_config(tmp_path, data_dir, llm=LLMSpec(name="gpt-5")))
+    with pytest.raises(ConfigError, match="method 'mmr' has no parameter lambda_"):
+        Runner(make_config(tmp_path, data_dir, method_params={"mmr": {"lambda_": 0.3}}))
+    assert not (tmp_path / "run").exists()
+
+
+def test_k_larger_than_pool(tmp_path, data_dir, fake_backend):
+    cfg = make_config(tmp_path, data_dir, methods=["knn"], tasks=["aquarat"], pool_size=3)
+    with pytest.raises(ConfigError, match=r"knn: k=5 is larger than the pool of task 'aquarat' \(3 items\)"):
+        Runner(cfg).run()
+
+
+def test_all_expands_to_every_registered_method(tmp_path, data_dir, fake_backend):
+    r = Runner(make_config(tmp_path, data_dir, methods=["all"], tasks=["gsm8k"]))
+    assert {"zero-shot", "few-shot", "knn", "mmr"} <= set(r.methods)
