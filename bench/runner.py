@@ -193,7 +193,7 @@ class Runner:
         scope = CallScope(method=selector.name, task=task.name, phase="inference")
         params = self.client.params_for(task.stop)
         step = max(1, self.client.backend.batch_size)
-        bar = tqdm(total=len(items), desc=f"{selector.name}/{task.name}", disable=not self.cfg.progress,
+        bar = tqdm(total=len(items), desc=f"{selector.name}/{task.name}", disable=None if self.cfg.progress else True,
                    unit="item", leave=False)
         for start in range(0, len(items), step):
             chunk = items[start:start + step]

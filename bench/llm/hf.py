@@ -57,7 +57,9 @@ class HFBackend(Backend):
         import torch
         from accelerate import PartialState
         from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()  # "Loading weights" bars on every load
         if self.threads:
             torch.set_num_threads(self.threads)
         state = PartialState(cpu=not torch.cuda.is_available())

@@ -1,0 +1,89 @@
+"""The CLI as a user meets it: one clear line and exit status 2 on bad input, never a traceback."""
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def bench(*args, cwd=ROOT, timeout=300, env=None):
+    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=full_env)
+
+
+def assert_one_line_error(proc, pattern):
+    assert proc.returncode == 2, proc.stderr
+    err = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert "Traceback" not in proc.stderr
+    assert len(err) == 1 and err[0].startswith("error: "), proc.stderr
+    assert pattern in err[0], err[0]
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--methods", "knn,telepathy"], "unknown method 'telepathy'; known methods:"),
+    (["--tasks", "gsm8k,mmlu"], "unknown task 'mmlu'; known tasks: gsm8k, aquarat, wmt19"),
+    (["--llm", "gpt-7"], "unknown LLM 'gpt-7'; known aliases: gemma3-270m, llama3.2-3b"),
+    (["--llm", "gpt-4o-mini", "--backend", "hf"], "LLM 'gpt-4o-mini' is not available on backend 'hf'"),
+    (["--param", "mmr.alpha=1", "--methods", "mmr"], "method 'mmr' has no parameter alpha"),
+    (["--temperature", "-1"], "--temperature must be >= 0"),
+])
+def test_bad_names(tmp_path, args, message):
+    assert_one_line_error(bench(*args, "--out", str(tmp_path / "r")), message)
+
+
+def test_missing_data_folder(tmp_path):
+    proc = bench("--methods", "zero-shot", "--tasks", "gsm8k", "--data-dir", str(tmp_path / "nowhere"),
+                 "--out", str(tmp_path / "r"), "--backend", "openai", "--llm", "x",
+                 "--api-base", f"http://127.0.0.1:{closed_port()}/v1")
+    assert_one_line_error(proc, f"data folder for task 'gsm8k' not found: {tmp_path / 'nowhere'}")
+
+
+def test_malformed_row_reports_file_and_line(tmp_path):
+    folder = tmp_path / "data" / "gsm8k"
+    folder.mkdir(parents=True)
+    (folder / "train.jsonl").write_text(json.dumps({"question": "q", "answer": "x #### 1"}) + "\n" +
+                                        json.dumps({"question": "q2", "answer": "no final answer"}) + "\n")
+    (folder / "test.jsonl").write_text(json.dumps({"question": "t", "answer": "#### 2"}) + "\n")
+    proc = bench("--methods", "zero-shot", "--tasks", "gsm8k", "--data-dir", str(tmp_path / "data"),
+                 "--out", str(tmp_path / "r"), "--backend", "openai", "--llm", "x",
+                 "--api-base", f"http://127.0.0.1:{closed_port()}/v1")
+    assert_one_line_error(proc, f"{folder / 'train.jsonl'}:2: malformed row (field 'answer' has no '#### <number>'")
+
+
+def test_unreachable_llm_server_keeps_run_folder(tmp_path, data_dir):
+    proc = bench("--methods", "zero-shot", "--tasks", "gsm8k", "--n-test", "2", "--data-dir", str(data_dir),
+                 "--out", str(tmp_path / "r"), "--backend", "openai", "--llm", "x", "--retries", "1",
+                 "--timeout", "2", "--api-base", f"http://127.0.0.1:{closed_port()}/v1", timeout=120)
+    assert_one_line_error(proc, "failed after 2 attempts")
+    assert (tmp_path / "r" / "config.json").exists()
+
+
+def test_k_larger_than_pool_cli(tmp_path, data_dir):
+    proc = bench("--methods", "few-shot", "--tasks", "aquarat", "--pool-size", "3", "--n-test", "1",
+                 "--data-dir", str(data_dir), "--out", str(tmp_path / "r"), "--backend", "openai", "--llm", "x",
+                 "--api-base", f"http://127.0.0.1:{closed_port()}/v1")
+    assert_one_line_error(proc, "few-shot: k=5 is larger than the pool of task 'aquarat' (3 items)")
+
+
+def test_list_shows_methods_tasks_and_aliases():
+    proc = bench("list")
+    assert proc.returncode == 0
+    for word in ("zero-shot", "few-shot", "knn", "mmr", "gsm8k", "aquarat", "wmt19", "gemma3-270m",
+                 "llama3.2-3b", "meta-llama/Llama-3.2-3B-Instruct", "gpt-4o-mini", "deepseek-r1-7b"):
+        assert word in proc.stdout
+
+
+def test_report_on_missing_folder(tmp_path):
+    assert_one_line_error(bench("report", str(tmp_path / "none")), "no run folder at")
