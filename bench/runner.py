@@ -173,8 +173,7 @@ class Runner:
     def _fit(self, task: Task, splits, selector) -> FitSummary:
         oracle = RewardOracle(self.client, task, selector.name, self.bertscore, budget=self.cfg.llm_budget)
         ctx = FitContext(task=task, pool=splits.pool, validation=splits.validation, encoder=self.encoder,
-                         oracle=oracle, seed=self.cfg.seed, k=selector.k, budget=self.cfg.llm_budget,
-                         extras={"client": self.client})
+                         oracle=oracle, seed=self.cfg.seed, k=selector.k, budget=self.cfg.llm_budget)
         began = time.perf_counter()
         try:
             selector.fit(ctx)

@@ -6,7 +6,7 @@ import importlib
 import inspect
 import random
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, ClassVar, Literal
 
@@ -30,7 +30,6 @@ class FitContext:
     seed: int = 0
     k: int = 5
     budget: int | None = None
-    extras: dict = field(default_factory=dict)  # shared run-level objects, e.g. the LLM client for scoring
 
     def rng(self, salt: str = "") -> random.Random:
         return random.Random(f"{self.seed}:{salt}")

@@ -18,8 +18,12 @@ class KNN(Selector):
         self.pool_emb_ = ctx.encoder.encode_items(self.pool_)
         return self
 
+    def query_similarities(self, query: Item) -> np.ndarray:
+        """Cosine similarity of the query to every pool item (embeddings are L2-normalised)."""
+        return self.pool_emb_ @ self.encoder_.encode_items([query])[0]
+
     def select(self, query: Item) -> list[Item]:
-        sims = self.pool_emb_ @ self.encoder_.encode_items([query])[0]
+        sims = self.query_similarities(query)
         top = np.argsort(-sims, kind="stable")[: self.k]
         # Most similar last, next to the query.
         return [self.pool_[i] for i in top[::-1]]

@@ -5,7 +5,8 @@ import numpy as np
 
 from bench.errors import ConfigError
 from bench.items import Item
-from methods.base import FitContext, Selector, register
+from methods.base import register
+from methods.knn import KNN
 
 
 def mmr_order(query_sims: np.ndarray, pair_sims: np.ndarray, k: int, lam: float) -> list[int]:
@@ -23,8 +24,8 @@ def mmr_order(query_sims: np.ndarray, pair_sims: np.ndarray, k: int, lam: float)
 
 
 @register("mmr")
-class MMR(Selector):
-    level = "instance"
+class MMR(KNN):
+    """Maximal marginal relevance over the KNN shortlist (lam = 1 is plain KNN)."""
 
     def __init__(self, k: int = 5, lam: float = 0.5, shortlist: int = 100):
         super().__init__(k)
@@ -33,15 +34,8 @@ class MMR(Selector):
         self.lam = lam
         self.shortlist = shortlist
 
-    def fit(self, ctx: FitContext) -> "MMR":
-        self.check_pool(ctx)
-        self.pool_ = list(ctx.pool)
-        self.encoder_ = ctx.encoder
-        self.pool_emb_ = ctx.encoder.encode_items(self.pool_)
-        return self
-
     def select(self, query: Item) -> list[Item]:
-        sims = self.pool_emb_ @ self.encoder_.encode_items([query])[0]
+        sims = self.query_similarities(query)
         # MMR over the most relevant shortlist only: redundancy among far items does not matter.
         short = np.argsort(-sims, kind="stable")[: max(self.shortlist, self.k)]
         emb = self.pool_emb_[short]

@@ -76,33 +76,21 @@ def extra_table(runs: list[dict], fmt: str = "github") -> str | None:
     return tabulate(rows, headers=["Method", "Task"] + keys, tablefmt="latex_raw" if fmt == "latex" else fmt)
 
 
-def calls_table(runs: list[dict], fmt: str = "github") -> str:
+def _cell_table(runs: list[dict], title: str, cell_text, fmt: str) -> str:
+    """A method x task grid whose cells are `cell_text(run)`."""
     methods, tasks, cell = _grid(runs)
-    rows = []
-    for method in methods:
-        row = [method]
-        for task in tasks:
-            run = cell.get((method, task))
-            row.append("" if run is None else f"{run['llm_calls']['selection']} / {run['llm_calls']['inference']}")
-        rows.append(row)
-    return tabulate(rows, headers=["Method (selection / inference)"] + tasks,
-                    tablefmt="latex_raw" if fmt == "latex" else fmt)
+    rows = [[m] + [("" if cell.get((m, t)) is None else cell_text(cell[(m, t)])) for t in tasks] for m in methods]
+    return tabulate(rows, headers=[title] + tasks, tablefmt="latex_raw" if fmt == "latex" else fmt)
+
+
+def calls_table(runs: list[dict], fmt: str = "github") -> str:
+    return _cell_table(runs, "Method (selection / inference)",
+                       lambda r: f"{r['llm_calls']['selection']} / {r['llm_calls']['inference']}", fmt)
 
 
 def time_table(runs: list[dict], fmt: str = "github") -> str:
-    methods, tasks, cell = _grid(runs)
-    rows = []
-    for method in methods:
-        row = [method]
-        for task in tasks:
-            run = cell.get((method, task))
-            row.append("" if run is None else f"{run['inference_seconds_per_query']:.2f}")
-        rows.append(row)
-    return tabulate(rows, headers=["Method (s / query)"] + tasks, tablefmt="latex_raw" if fmt == "latex" else fmt)
+    return _cell_table(runs, "Method (s / query)", lambda r: f"{r['inference_seconds_per_query']:.2f}", fmt)
 
 
 def selection_time_table(runs: list[dict], fmt: str = "github") -> str:
-    methods, tasks, cell = _grid(runs)
-    rows = [[m] + [("" if cell.get((m, t)) is None else f"{cell[(m, t)]['selection_seconds']:.1f}") for t in tasks]
-            for m in methods]
-    return tabulate(rows, headers=["Method (selection s)"] + tasks, tablefmt="latex_raw" if fmt == "latex" else fmt)
+    return _cell_table(runs, "Method (selection s)", lambda r: f"{r['selection_seconds']:.1f}", fmt)
