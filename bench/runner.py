@@ -122,7 +122,11 @@ class Runner:
         for task in self.tasks:
             task.bertscore = self.bertscore
         self.encoder = Encoder(self.cfg.encoder)
+        if not self.dist.is_main:
+            self.dist.barrier()  # rank 0 creates the cache file first
         self.client = self._client()
+        if self.dist.is_main and self.dist.world > 1:
+            self.dist.barrier()
         self.client.backend.warm()
         records_path = self.out / (RECORDS if self.dist.world == 1 else f"records.rank{self.dist.rank}.jsonl")
         # One snapshot after the setup barrier: every rank takes the same skip decisions from it.
