@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bench.errors import BenchError, ConfigError
 
-SUBCOMMANDS = ("run", "list", "report", "compare")
+SUBCOMMANDS = ("run", "list", "report", "compare", "simulate")
 ALL_TASKS = "gsm8k,aquarat,wmt19"
 
 
@@ -182,6 +182,18 @@ def cmd_compare(argv: list[str]) -> int:
     return 0
 
 
+def cmd_simulate(argv: list[str]) -> int:
+    from bench.simulate import run
+
+    out = run(argv)
+    env = out["env"]
+    print(f"SIMULATED environment '{env['name']}' (m={env['m']}, epsilon={env['epsilon']}, delta={env['delta']}):")
+    for r in out["results"]:
+        print(f"  {r['method']:>15}  runs {r['runs']}  mean pulls {r['mean_pulls']:.1f}  error rate {r['error_rate']:.3f}"
+              f"  mean simple regret {r['mean_simple_regret']:.4f}  stops {r['stopped_by']}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
@@ -190,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     command = argv[0] if argv and argv[0] in SUBCOMMANDS else "run"
     if argv and argv[0] in SUBCOMMANDS:
         argv = argv[1:]
-    handler = {"run": cmd_run, "list": cmd_list, "report": cmd_report, "compare": cmd_compare}[command]
+    handler = {"run": cmd_run, "list": cmd_list, "report": cmd_report, "compare": cmd_compare,
+               "simulate": cmd_simulate}[command]
     try:
         return handler(argv)
     except BenchError as exc:

@@ -41,6 +41,18 @@ class RewardOracle:
         self._pulls_of: Counter = Counter()
         self.history: list[Pull] = []
         self.budget_exhausted = False
+        self.parent: RewardOracle | None = None
+
+    def child(self, budget: int | None) -> "RewardOracle":
+        """A sub-oracle with its own budget (e.g. per test query) whose calls also count here.
+
+        Its repeated-pull counters start afresh, so a per-query run re-uses cached answers of the
+        same (arm, item, sample) from earlier queries, as independent runs over one cache would.
+        """
+        kid = RewardOracle(self.client, self.task, self.scope.method, self.bertscore, budget=budget)
+        kid.parent = self
+        kid.history = self.history
+        return kid
 
     @property
     def calls(self) -> int:
@@ -55,6 +67,8 @@ class RewardOracle:
         if self.budget is not None and len(self._requested) + len(new) > self.budget:
             self.budget_exhausted = True
             raise BudgetExhausted(f"{self.scope.method}/{self.scope.task}: budget of {self.budget} calls reached")
+        if self.parent is not None:
+            self.parent._charge(keys)  # the run-level budget binds per-query runs too
         self._requested |= new
 
     def pull(self, demos: Sequence[Item], items: Sequence[Item]) -> np.ndarray:

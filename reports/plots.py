@@ -27,3 +27,27 @@ def selection_runtime_chart(runs: list[dict], path: Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def convergence_plot(traces: dict[str, list[dict]], path: Path, title: str = "") -> Path:
+    """Gap index B_t(ch_t, b_t) and simple regret per round, one line per method (paper's Figure 1)."""
+    fig, (ax_gap, ax_reg) = plt.subplots(1, 2, figsize=(9, 3.4))
+    for method, trace in traces.items():
+        rows = [r for r in trace if not r.get("summary") and "gap_index" in r]
+        if not rows:
+            continue
+        rounds = [r["round"] for r in rows]
+        ax_gap.plot(rounds, [r["gap_index"] for r in rows], label=method)
+        ax_reg.plot(rounds, [r["simple_regret"] for r in rows], label=method)
+    ax_gap.set_xlabel("round")
+    ax_gap.set_ylabel("gap index B(ch, b)")
+    ax_reg.set_xlabel("round")
+    ax_reg.set_ylabel("simple regret")
+    for ax in (ax_gap, ax_reg):
+        ax.legend(fontsize=7)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,100 @@
+"""Glue between the Selector contract and the bandit core: arms, features, environments, rescoring."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from bench.errors import BudgetExhausted
+from bench.items import Item
+from dearicl.arms import ArmSet, arm_embeddings, build_arms, slot_similarity_features
+from dearicl.bandit import BanditConfig, BanditResult, GapIndexTopM
+from dearicl.environments import OracleEnvironment
+from dearicl.surrogates import LinearSurrogate, NeuralConfig, NeuralSurrogate
+from methods.base import FitContext, Selector
+
+
+@dataclass
+class Prepared:
+    arms: ArmSet
+    demo_emb: np.ndarray  # H(v; w) of every pool item
+    val_emb: np.ndarray  # H(v) of every validation item
+    env: OracleEnvironment
+
+
+def prepare(ctx: FitContext, n_arms: int) -> Prepared:
+    demo_emb = ctx.encoder.encode_items(ctx.pool, with_output=True)
+    val_emb = ctx.encoder.encode_items(ctx.validation)
+    arms = build_arms(demo_emb, n_arms, ctx.k, ctx.seed)
+    return Prepared(arms, demo_emb, val_emb, OracleEnvironment(ctx.oracle, ctx.pool, arms, ctx.validation))
+
+
+def rescore(env: OracleEnvironment, candidates: list[int], observed: dict[int, list[float]]) -> int:
+    """Pull each candidate once more on validation (budget permitting); best mean of all its pulls."""
+    for arm in candidates:
+        try:
+            observed.setdefault(arm, []).append(float(np.mean(env.pull(arm))))
+        except BudgetExhausted:
+            break
+    scored = [a for a in candidates if observed.get(a)]
+    if not scored:
+        return candidates[0]
+    return max(scored, key=lambda a: float(np.mean(observed[a])))
+
+
+def observed_rewards(env: OracleEnvironment, oracle) -> dict[int, list[float]]:
+    """Mean validation reward of every pull made so far, per arm (from the oracle's history)."""
+    index = {tuple(env.demos(a)[i].id for i in range(env.arm_set.members.shape[1])): a for a in range(env.n_arms)}
+    out: dict[int, list[float]] = {}
+    for pull in oracle.history:
+        arm = index.get(pull.demo_ids)
+        if arm is not None:
+            out.setdefault(arm, []).append(float(np.mean(pull.rewards)))
+    return out
+
+
+class BanditSelector(Selector):
+    """Common parameters and bookkeeping of the bandit selectors (CASE and DEARICL families)."""
+
+    surrogate_kind = "neural"  # or "linear"
+
+    def __init__(self, k: int = 5, n_arms: int = 100, m: int = 10, challengers: int = 5, epsilon: float = 0.1,
+                 delta: float = 0.05, rule: str = "greedy", cold_start: int = 5, max_pulls: int | None = None,
+                 beta: str = "heuristic", sigma: float = 0.5, hidden: tuple[int, ...] = (256, 128),
+                 dropout: float = 0.1, lr: float = 1e-3, epochs_per_round: int = 4, mc_passes: int = 256,
+                 tau: float = 1.0):
+        super().__init__(k)
+        self.n_arms, self.m, self.challengers, self.epsilon, self.delta = n_arms, m, challengers, epsilon, delta
+        self.rule, self.cold_start, self.max_pulls, self.beta, self.sigma = rule, cold_start, max_pulls, beta, sigma
+        self.neural = NeuralConfig(hidden=tuple(hidden), dropout=dropout, lr=lr, epochs_per_round=epochs_per_round,
+                                   mc_passes=mc_passes, tau=tau)
+
+    def bandit_config(self, ctx: FitContext, m: int | None = None, **overrides) -> BanditConfig:
+        cfg = BanditConfig(m=m or self.m, challengers=self.challengers, epsilon=self.epsilon, delta=self.delta,
+                           rule=self.rule, cold_start=self.cold_start, max_pulls=self.max_pulls, seed=ctx.seed)
+        for key, value in overrides.items():
+            setattr(cfg, key, value)
+        return cfg
+
+    def linear_surrogate(self, features: np.ndarray) -> LinearSurrogate:
+        return LinearSurrogate(features, sigma=self.sigma, delta=self.delta, beta=self.beta)
+
+    def neural_surrogate(self, prep: Prepared, seed: int) -> NeuralSurrogate:
+        cfg = NeuralConfig(**{**asdict(self.neural), "seed": seed})
+        return NeuralSurrogate(prep.val_emb, arm_embeddings(prep.arms, prep.demo_emb), delta=self.delta, config=cfg)
+
+    def run_bandit(self, ctx: FitContext, prep: Prepared, surrogate, **overrides) -> BanditResult:
+        m = min(self.m, max(1, len(prep.arms) - self.challengers - 1))
+        self.result_ = GapIndexTopM(prep.env, surrogate, self.bandit_config(ctx, m=m, **overrides)).run()
+        return self.result_
+
+    def trace(self) -> list[dict]:
+        result = getattr(self, "result_", None)
+        if result is None:
+            return []
+        summary = {"summary": True, "pulls": result.pulls, "rounds": result.rounds, "stopped_by": result.stopped_by,
+                   "surrogate": self.surrogate_kind}
+        return result.trace + [summary]
+
+    def demos_of(self, arm: int) -> list[Item]:
+        return self.prep_.env.demos(arm)

@@ -1,0 +1,271 @@
+"""Surrogates behind the gap-index bandit: the same loop, only the estimate and its width differ.
+
+- LinearSurrogate (CASE / GIFA): regularised least squares, Sherman–Morrison updates, gap width
+  sqrt(2 beta(t)) * ||x_i - x_j||_{sigma^2 V^-1}.
+- NeuralSurrogate (DEARICL): ReLU MLP with dropout on [H(query), mean H(demos)], trained with a
+  relaxed-NDCG loss over the arms of each validation query; width W_t of the paper's Theorem 3.3
+  from MC-dropout passes.
+"""
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+from bench.errors import ConfigError
+
+BETAS = ("heuristic", "frequentist", "lucb1")
+
+
+class Surrogate(ABC):
+    """What the bandit needs from a reward model."""
+
+    n_arms: int
+
+    @abstractmethod
+    def observe(self, arm: int, rewards: np.ndarray) -> None:
+        """Add one pull: the arm's rewards on each validation query."""
+
+    @abstractmethod
+    def update(self) -> None:
+        """Refit after the observations of this round."""
+
+    @abstractmethod
+    def means(self, arms: np.ndarray) -> np.ndarray:
+        """Estimated mean reward of each arm (over validation queries)."""
+
+    @abstractmethod
+    def widths(self, rows: np.ndarray, cols: np.ndarray, t: int) -> np.ndarray:
+        """Confidence width W_t(i, j) for every (i in rows, j in cols)."""
+
+    @abstractmethod
+    def pick(self, b: int, c: int, rule: str) -> list[int]:
+        """Arms to pull for the ambiguous pair (b_t, ch_t) under a selection rule."""
+
+    def end_round(self, arms: np.ndarray) -> None:
+        """Bookkeeping after a round's update (per-arm bias and stability tracking)."""
+
+
+def sherman_morrison(v_inv: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """(V + x x^T)^-1 from V^-1 in O(d^2)."""
+    vx = v_inv @ x
+    return v_inv - np.outer(vx, vx) / (1.0 + x @ vx)
+
+
+class LinearSurrogate(Surrogate):
+    def __init__(self, features: np.ndarray, *, reg: float = 1.0, sigma: float = 0.5, delta: float = 0.05,
+                 beta: str = "heuristic", theta_bound: float = 1.0):
+        if beta not in BETAS:
+            raise ConfigError(f"unknown beta '{beta}'; choose one of {', '.join(BETAS)}")
+        self.x = np.asarray(features, dtype=np.float64)
+        self.n_arms, self.d = self.x.shape
+        self.reg, self.sigma, self.delta, self.beta_kind, self.theta_bound = reg, sigma, delta, beta, theta_bound
+        self.v_inv = np.eye(self.d) / reg
+        self.b = np.zeros(self.d)
+        self.theta = np.zeros(self.d)
+        self.n_obs = 0
+        self.max_norm = float(np.linalg.norm(self.x, axis=1).max())
+
+    def observe(self, arm: int, rewards: np.ndarray) -> None:
+        x = self.x[arm]
+        self.v_inv = sherman_morrison(self.v_inv, x)
+        self.b += float(np.mean(rewards)) * x  # CASE: one scalar reward per pull (mean over validation)
+        self.n_obs += 1
+
+    def update(self) -> None:
+        self.theta = self.v_inv @ self.b
+
+    def means(self, arms: np.ndarray) -> np.ndarray:
+        return self.x[np.asarray(arms)] @ self.theta
+
+    def multiplier(self, t: int) -> float:
+        """The factor in front of ||x_i - x_j||_{V^-1}: sigma * sqrt(2 beta(t)), or Abbasi-Yadkori's radius."""
+        t = max(t, 1)
+        if self.beta_kind == "heuristic":
+            beta = math.log((math.log(t) + 1) / self.delta)
+        elif self.beta_kind == "lucb1":
+            beta = math.log(5 * self.n_arms * t**4 / (4 * self.delta))
+        else:  # frequentist (Abbasi-Yadkori et al. 2011, Thm 2 with the determinant bound)
+            radius = self.sigma * math.sqrt(2 * math.log(1 / self.delta)
+                                             + self.d * math.log(1 + t * self.max_norm**2 / (self.reg * self.d)))
+            return radius + math.sqrt(self.reg) * self.theta_bound
+        return self.sigma * math.sqrt(2 * beta)
+
+    def widths(self, rows: np.ndarray, cols: np.ndarray, t: int) -> np.ndarray:
+        diff = self.x[np.asarray(rows)][:, None, :] - self.x[np.asarray(cols)][None, :, :]  # [R, C, d]
+        norms = np.sqrt(np.maximum(np.einsum("rcd,de,rce->rc", diff, self.v_inv, diff), 0.0))
+        return self.multiplier(t) * norms
+
+    def pick(self, b: int, c: int, rule: str) -> list[int]:
+        if rule == "both":
+            return [b, c]
+        if rule == "variance":
+            norms = [float(self.x[a] @ self.v_inv @ self.x[a]) for a in (b, c)]
+            return [(b, c)[int(np.argmax(norms))]]
+        # greedy (LinGapE): the arm whose pull most shrinks ||x_b - x_c|| in the updated V^-1 norm
+        y = self.x[b] - self.x[c]
+        vx = self.x @ self.v_inv  # [K, d]
+        shrink = (vx @ y) ** 2 / (1.0 + np.einsum("kd,kd->k", vx, self.x))
+        return [int(np.argmax(shrink))]  # argmin of y^T V^-1 y - shrink
+
+
+@dataclass
+class NeuralConfig:
+    hidden: tuple[int, ...] = (256, 128)
+    dropout: float = 0.1
+    lr: float = 1e-3
+    epochs_per_round: int = 4  # one epoch over a tiny D is only a couple of Adam steps
+    batch_size: int = 16  # validation queries (slates) per step
+    tau: float = 1.0  # NeuralSort temperature
+    calibration: float = 1.0  # weight of an MSE term that keeps outputs on the reward scale
+    mc_passes: int = 256  # N in the width; the Bernstein term 4M log(2K^2/delta)/(3N) needs N large
+    width_scale: float = 1.0  # c_t, the user-set multiplier of the variance term
+    bias_decay: float = 0.9  # moving average for the per-arm bias b_a
+    seed: int = 0
+
+
+class NeuralSurrogate(Surrogate):
+    """F_theta(x_a(v)) with x_a(v) = [H(v), mean_l H(demo_l)]; one output in [0, 1] per (arm, query)."""
+
+    def __init__(self, query_embeddings: np.ndarray, arm_embeddings: np.ndarray, *, delta: float = 0.05,
+                 config: NeuralConfig = NeuralConfig()):
+        import torch
+
+        self.torch = torch
+        self.cfg = config
+        self.delta = delta
+        self.q = torch.as_tensor(np.asarray(query_embeddings), dtype=torch.float32)  # [n_q, d]
+        self.arms = torch.as_tensor(np.asarray(arm_embeddings), dtype=torch.float32)  # [K, d]
+        self.n_arms = len(self.arms)
+        self.n_q = len(self.q)
+        gen = torch.Generator().manual_seed(config.seed)
+        torch.manual_seed(config.seed)
+        self.model = _mlp(self.q.shape[1] + self.arms.shape[1], config.hidden, config.dropout)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=config.lr)
+        self.gen = gen
+        self.reward_sum = np.zeros((self.n_arms, self.n_q))
+        self.reward_count = np.zeros((self.n_arms, self.n_q))
+        self.ema: dict[int, float] = {}
+        self.bias: dict[int, float] = {}
+        self.stability = 0.0
+        self._before: dict[int, float] = {}
+        self.mc_cache: tuple | None = None
+
+    # ---- data and training --------------------------------------------------------------------
+    def observe(self, arm: int, rewards: np.ndarray) -> None:
+        self.reward_sum[arm] += rewards
+        self.reward_count[arm] += 1
+
+    def logits(self, arms, queries=None, train: bool = False):
+        """Scores before the sigmoid for every (arm, query): [len(arms), n_q]."""
+        torch = self.torch
+        q = self.q if queries is None else queries
+        a = self.arms[torch.as_tensor(np.asarray(arms))]
+        x = torch.cat([q.unsqueeze(0).expand(len(a), -1, -1), a.unsqueeze(1).expand(-1, len(q), -1)], dim=-1)
+        self.model.train(train)
+        return self.model(x).squeeze(-1)
+
+    def update(self) -> None:
+        from dearicl.losses import relaxed_ndcg_loss
+
+        torch = self.torch
+        pulled = np.flatnonzero(self.reward_count.sum(axis=1) > 0)
+        if len(pulled) == 0:
+            return
+        self._before = dict(zip(pulled.tolist(), self.means(pulled).tolist()))
+        target = torch.as_tensor((self.reward_sum[pulled] / np.maximum(self.reward_count[pulled], 1)).T,
+                                 dtype=torch.float32)  # [n_q, n_pulled]: slate of arms per query
+        for _ in range(self.cfg.epochs_per_round):
+            order = torch.randperm(self.n_q, generator=self.gen)
+            for start in range(0, self.n_q, self.cfg.batch_size):
+                rows = order[start:start + self.cfg.batch_size]
+                scores = self.logits(pulled, self.q[rows], train=True).T  # [B, n_pulled]
+                loss = relaxed_ndcg_loss(scores, target[rows], tau=self.cfg.tau)
+                if self.cfg.calibration:
+                    loss = loss + self.cfg.calibration * torch.mean((torch.sigmoid(scores) - target[rows]) ** 2)
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+        self.mc_cache = None
+
+    def means(self, arms: np.ndarray) -> np.ndarray:
+        torch = self.torch
+        with torch.no_grad():
+            return torch.sigmoid(self.logits(arms)).mean(dim=1).numpy().astype(np.float64)
+
+    def mc_samples(self, arms: np.ndarray) -> np.ndarray:
+        """N stochastic (dropout-on) estimates of each arm's mean reward: [N, len(arms)]."""
+        torch = self.torch
+        key = tuple(np.asarray(arms).tolist())
+        if self.mc_cache is not None and self.mc_cache[0] == key:
+            return self.mc_cache[1]
+        with torch.no_grad():
+            a = self.arms[torch.as_tensor(np.asarray(arms))]
+            x = torch.cat([self.q.unsqueeze(0).expand(len(a), -1, -1), a.unsqueeze(1).expand(-1, self.n_q, -1)], -1)
+            x = x.unsqueeze(0).expand(self.cfg.mc_passes, -1, -1, -1)
+            self.model.train(True)  # dropout on: each pass draws its own masks
+            y = torch.sigmoid(self.model(x).squeeze(-1)).mean(dim=-1)  # [N, arms]
+        samples = y.numpy().astype(np.float64)
+        self.mc_cache = (key, samples)
+        return samples
+
+    # ---- the width of Theorem 3.3 -------------------------------------------------------------
+    def widths(self, rows: np.ndarray, cols: np.ndarray, t: int) -> np.ndarray:
+        rows, cols = np.asarray(rows), np.asarray(cols)
+        union = np.unique(np.concatenate([rows, cols]))
+        y = self.mc_samples(union)
+        pos = {int(a): i for i, a in enumerate(union)}
+        yr, yc = y[:, [pos[int(a)] for a in rows]], y[:, [pos[int(a)] for a in cols]]
+        diff = yr[:, :, None] - yc[:, None, :]  # [N, R, C]
+        var = diff.var(axis=0)  # 1/N normalisation, as V_ij in the paper
+        n = self.cfg.mc_passes
+        big_k = len(union)
+        log_term = math.log(2 * big_k**2 / self.delta)
+        bound_m = 1.0  # sigmoid outputs: |y| <= M = 1
+        bias = np.array([self._bias(a) for a in rows])[:, None] + np.array([self._bias(a) for a in cols])[None, :]
+        return (self.cfg.width_scale * np.sqrt(2 * var * log_term / n) + self.stability + bias
+                + 4 * bound_m * log_term / (3 * n))
+
+    def _bias(self, arm: int) -> float:
+        if int(arm) in self.bias:
+            return self.bias[int(arm)]
+        return float(np.mean(list(self.bias.values()))) if self.bias else 0.0
+
+    def end_round(self, arms: np.ndarray) -> None:
+        """b_a: deviation of the arm's estimate from its moving average; eps_stab: drift from the update."""
+        now = dict(zip(np.asarray(arms).tolist(), self.means(arms).tolist()))
+        drift = [abs(now[a] - self._before[a]) for a in now if a in self._before]
+        self.stability = float(np.mean(drift)) if drift else self.stability
+        for a, value in now.items():
+            if a in self.ema:
+                self.bias[a] = abs(value - self.ema[a])
+                self.ema[a] = self.cfg.bias_decay * self.ema[a] + (1 - self.cfg.bias_decay) * value
+            else:
+                self.ema[a] = value
+
+    def pick(self, b: int, c: int, rule: str) -> list[int]:
+        if rule == "both":
+            return [b, c]
+        # greedy and variance coincide here: pulling the member of {b, c} with the larger MC-dropout
+        # variance shrinks Var(y_b - y_c) the most (to first order).
+        y = self.mc_samples(np.array([b, c]))
+        return [(b, c)[int(np.argmax(y.var(axis=0)))]]
+
+    def rank_scores(self, query_embedding: np.ndarray, arms: np.ndarray) -> np.ndarray:
+        """Deterministic scores of candidate arms for one (test) query: higher is better."""
+        torch = self.torch
+        with torch.no_grad():
+            return self.logits(arms, torch.as_tensor(query_embedding[None, :], dtype=torch.float32)).squeeze(-1).numpy()
+
+
+def _mlp(d_in: int, hidden: tuple[int, ...], dropout: float):
+    import torch.nn as nn
+
+    layers, width = [], d_in
+    for h in hidden:
+        layers += [nn.Linear(width, h), nn.ReLU(), nn.Dropout(dropout)]
+        width = h
+    layers.append(nn.Linear(width, 1))
+    return nn.Sequential(*layers)

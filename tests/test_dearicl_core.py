@@ -1,0 +1,243 @@
+"""The bandit core: linear algebra, widths, stopping, the relaxed-NDCG loss, budget, top-m correctness."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from bench.errors import BudgetExhausted, ConfigError
+from dearicl.arms import arm_embeddings, build_arms, slot_similarity_features
+from dearicl.bandit import BanditConfig, GapIndexTopM
+from dearicl.environments import LinearEnvironment
+from dearicl.losses import neural_sort, relaxed_ndcg_loss
+from dearicl.surrogates import LinearSurrogate, NeuralConfig, NeuralSurrogate, sherman_morrison
+
+
+def test_sherman_morrison_matches_direct_inverse():
+    rng = np.random.default_rng(0)
+    v = np.eye(4) * 0.7
+    v_inv = np.linalg.inv(v)
+    for _ in range(25):
+        x = rng.normal(size=4)
+        v += np.outer(x, x)
+        v_inv = sherman_morrison(v_inv, x)
+    np.testing.assert_allclose(v_inv, np.linalg.inv(v), rtol=1e-9, atol=1e-12)
+
+
+def test_linear_estimate_is_least_squares():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(6, 3))
+    s = LinearSurrogate(x, reg=0.5)
+    ys = []
+    for a in [0, 1, 2, 3, 4, 5, 0, 2]:
+        y = rng.normal()
+        ys.append((a, y))
+        s.observe(a, np.array([y]))
+    s.update()
+    design = np.array([x[a] for a, _ in ys])
+    target = np.array([y for _, y in ys])
+    ridge = np.linalg.solve(design.T @ design + 0.5 * np.eye(3), design.T @ target)
+    np.testing.assert_allclose(s.theta, ridge, atol=1e-10)
+
+
+@pytest.mark.parametrize("beta", ["heuristic", "frequentist", "lucb1"])
+def test_linear_widths_shrink_with_pulls(beta):
+    x = np.array([[1.0, 0.0], [0.0, 1.0], [0.7, 0.7]])
+    s = LinearSurrogate(x, reg=1.0, beta=beta)
+    t = 10
+    before = s.widths(np.array([0]), np.array([1]), t)[0, 0]
+    for _ in range(20):
+        s.observe(0, np.array([1.0]))
+        s.observe(1, np.array([0.0]))
+    after = s.widths(np.array([0]), np.array([1]), t)[0, 0]
+    assert after < before / 3
+    assert s.widths(np.array([2]), np.array([2]), t)[0, 0] == pytest.approx(0.0)
+
+
+def test_heuristic_beta_value():
+    s = LinearSurrogate(np.eye(2), sigma=0.5, delta=0.05, beta="heuristic")
+    t = 100
+    assert s.multiplier(t) == pytest.approx(0.5 * math.sqrt(2 * math.log((math.log(t) + 1) / 0.05)))
+
+
+def test_lingape_greedy_rule_minimises_the_updated_norm():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(7, 3))
+    s = LinearSurrogate(x)
+    for a in range(7):
+        s.observe(a, np.array([0.0]))
+    picked = s.pick(1, 4, "greedy")[0]
+    y = x[1] - x[4]
+    direct = [y @ np.linalg.inv(np.linalg.inv(s.v_inv) + np.outer(x[a], x[a])) @ y for a in range(7)]
+    assert picked == int(np.argmin(direct))
+    assert s.pick(1, 4, "both") == [1, 4]
+
+
+def separated_instance():
+    # 8 arms on the first axis with well separated means, theta = e1: top-3 = arms 0, 1, 2
+    means = np.array([1.0, 0.9, 0.8, 0.3, 0.2, 0.1, 0.0, -0.1])
+    x = np.stack([means, np.linspace(0, 0.1, 8)], axis=1)
+    return x, np.array([1.0, 0.0])
+
+
+def test_top_m_correct_on_a_well_separated_linear_instance():
+    x, theta = separated_instance()
+    wrong, pulls = 0, []
+    for run in range(20):
+        env = LinearEnvironment(x, theta, noise=0.1, rng=np.random.default_rng(run))
+        s = LinearSurrogate(x, reg=(0.1 / 20) ** 2, sigma=0.1, beta="heuristic")
+        res = GapIndexTopM(env, s, BanditConfig(m=3, challengers=5, epsilon=0.0, cold_start="all", seed=run)).run()
+        wrong += set(res.top_m) != {0, 1, 2}
+        pulls.append(res.pulls)
+        assert res.stopped_by == "gap"
+        assert res.top_m == [0, 1, 2]  # ordered by estimate too
+    assert wrong == 0 and np.mean(pulls) < 2000
+
+
+def test_stopping_rule_and_trace():
+    x, theta = separated_instance()
+    env = LinearEnvironment(x, theta, noise=0.1, rng=np.random.default_rng(0))
+    # a huge epsilon stops at the first round, before any adaptive pull
+    res = GapIndexTopM(env, LinearSurrogate(x), BanditConfig(m=3, epsilon=1e9, cold_start=2, seed=0)).run()
+    assert res.stopped_by == "gap" and res.rounds == 1 and res.pulls == 2
+    env = LinearEnvironment(x, theta, noise=0.1, rng=np.random.default_rng(0))
+    res = GapIndexTopM(env, LinearSurrogate(x, reg=1e-4, sigma=0.1),
+                       BanditConfig(m=3, epsilon=0.0, cold_start="all", seed=0)).run()
+    rows = [r for r in res.trace if "gap_index" in r]
+    assert rows[-1]["gap_index"] <= 0.0 < rows[0]["gap_index"]
+    assert all(r["regret_kind"] == "true" and r["simple_regret"] >= -1e-12 for r in rows)
+    assert rows[-1]["simple_regret"] == pytest.approx(0.0)
+    assert {"round", "pulls", "llm_calls", "seconds_outside_llm"} <= set(rows[0])
+
+
+class CappedEnv(LinearEnvironment):
+    def __init__(self, *a, cap, **kw):
+        super().__init__(*a, **kw)
+        self.cap, self.n = cap, 0
+
+    def pull(self, arm):
+        if self.n >= self.cap:
+            raise BudgetExhausted("cap")
+        self.n += 1
+        return super().pull(arm)
+
+
+def test_budget_stops_the_loop_and_keeps_what_it_has():
+    x, theta = separated_instance()
+    env = CappedEnv(x, theta, noise=0.3, rng=np.random.default_rng(0), cap=10)
+    res = GapIndexTopM(env, LinearSurrogate(x, sigma=2.0), BanditConfig(m=3, epsilon=0.0, cold_start="all", seed=0)).run()
+    assert res.stopped_by == "budget" and res.pulls == 10 and len(res.top_m) == 3
+    env = LinearEnvironment(x, theta, noise=0.3, rng=np.random.default_rng(0))
+    res = GapIndexTopM(env, LinearSurrogate(x, sigma=2.0),
+                       BanditConfig(m=3, epsilon=0.0, cold_start=2, max_pulls=5, seed=0)).run()
+    assert res.stopped_by == "max_pulls" and res.pulls == 5
+
+
+def test_bad_config():
+    with pytest.raises(ConfigError, match="unknown selection rule"):
+        BanditConfig(rule="psychic")
+    x, theta = separated_instance()
+    with pytest.raises(ConfigError, match="top-m needs more arms"):
+        GapIndexTopM(LinearEnvironment(x, theta, 0.1, np.random.default_rng(0)), LinearSurrogate(x), BanditConfig(m=8))
+    with pytest.raises(ConfigError, match="unknown beta"):
+        LinearSurrogate(x, beta="bayes")
+
+
+# ---- relaxed NDCG ------------------------------------------------------------------------------
+
+def neural_sort_by_hand(s, tau):
+    """Grover et al. 2019, eq. (5), written out in float64 loops."""
+    n = len(s)
+    out = np.zeros((n, n))
+    for i in range(1, n + 1):
+        logits = [((n + 1 - 2 * i) * s[j] - sum(abs(s[j] - s[l]) for l in range(n))) / tau for j in range(n)]
+        e = np.exp(np.array(logits) - max(logits))
+        out[i - 1] = e / e.sum()
+    return out
+
+
+def test_neural_sort_matches_formula_and_hard_sort_limit():
+    s = np.array([0.3, -1.2, 2.0, 0.9])
+    got = neural_sort(torch.tensor(s[None, :]), tau=0.7)[0].numpy()
+    np.testing.assert_allclose(got, neural_sort_by_hand(s, 0.7), atol=1e-12)
+    np.testing.assert_allclose(got.sum(axis=1), 1.0)
+    hard = neural_sort(torch.tensor(s[None, :]), tau=1e-3)[0].numpy()
+    np.testing.assert_allclose(hard, np.eye(4)[np.argsort(-s)], atol=1e-6)
+
+
+def test_relaxed_ndcg_loss_hand_value():
+    s = np.array([0.5, 0.1, 0.9])
+    y = np.array([0.2, 0.9, 0.4])
+    p = neural_sort_by_hand(s, 1.0)
+    gains = 2 ** y - 1
+    disc = 1 / np.log2(np.arange(2, 5))
+    dcg = (p @ gains * disc).sum()
+    idcg = (np.sort(gains)[::-1] * disc).sum()
+    loss = relaxed_ndcg_loss(torch.tensor(s[None, :]), torch.tensor(y[None, :]), tau=1.0)
+    assert loss.item() == pytest.approx(1 - dcg / idcg, abs=1e-12)
+    # a perfect ranking at low temperature has loss ~0
+    perfect = relaxed_ndcg_loss(torch.tensor([[3.0, 1.0, 2.0]]), torch.tensor([[0.9, 0.1, 0.5]]), tau=1e-3)
+    assert perfect.item() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_relaxed_ndcg_padding_is_ignored():
+    s = torch.tensor([[0.5, 0.1, 0.9, 7.0]], dtype=torch.float64)
+    y = torch.tensor([[0.2, 0.9, 0.4, -1.0]], dtype=torch.float64)
+    unpadded = relaxed_ndcg_loss(s[:, :3], y[:, :3])
+    assert relaxed_ndcg_loss(s, y).item() == pytest.approx(unpadded.item(), abs=1e-9)
+
+
+def test_relaxed_ndcg_gradcheck():
+    s = torch.tensor([[0.5, 0.1, 0.9], [0.2, -0.3, 0.0]], dtype=torch.float64, requires_grad=True)
+    y = torch.tensor([[0.2, 0.9, 0.4], [0.7, 0.1, -1.0]], dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda t: relaxed_ndcg_loss(t, y, tau=0.8), (s,))
+
+
+# ---- the neural surrogate ----------------------------------------------------------------------
+
+def small_world(seed=0, n_pool=40, d=8, n_q=6):
+    rng = np.random.default_rng(seed)
+    demo = rng.normal(size=(n_pool, d))
+    demo /= np.linalg.norm(demo, axis=1, keepdims=True)
+    q = rng.normal(size=(n_q, d))
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    arms = build_arms(demo, 20, 3, seed)
+    return arms, demo, q
+
+
+def test_arms_one_example_per_cluster_and_features():
+    arms, demo, q = small_world()
+    assert arms.members.shape == (20, 3) and len({tuple(a) for a in arms.members}) == 20
+    for slot in range(3):
+        assert len(set(arms.clusters[arms.members[:, slot]])) == 1  # slot j always from cluster j
+    feats = slot_similarity_features(arms, demo, q)
+    assert feats.shape == (20, 3)
+    np.testing.assert_allclose(feats[0, 1], (demo[arms.members[0, 1]] @ q.T).mean())
+    np.testing.assert_allclose(arm_embeddings(arms, demo)[2], demo[arms.members[2]].mean(axis=0))
+
+
+def test_neural_width_terms_and_learning():
+    arms, demo, q = small_world()
+    cfg = NeuralConfig(hidden=(16,), mc_passes=64, epochs_per_round=20, lr=1e-2, seed=0)
+    s = NeuralSurrogate(q, arm_embeddings(arms, demo), delta=0.05, config=cfg)
+    rows, cols = np.array([0, 1]), np.array([2, 3, 4])
+    w0 = s.widths(rows, cols, 1)
+    big_k = 5
+    bernstein = 4 * math.log(2 * big_k**2 / 0.05) / (3 * 64)
+    assert w0.shape == (2, 3) and np.all(w0 >= bernstein - 1e-12)
+    # learn a ranking where arm 0 is good and arm 1 bad on every query
+    for _ in range(3):
+        s.observe(0, np.full(len(q), 0.9))
+        s.observe(1, np.full(len(q), 0.1))
+        s.observe(2, np.full(len(q), 0.5))
+        s.update()
+        s.end_round(np.arange(5))
+    mu = s.means(np.array([0, 1, 2]))
+    assert mu[0] > mu[2] > mu[1]
+    assert s.stability >= 0 and all(v >= 0 for v in s.bias.values())
+    # more MC passes -> smaller Bernstein term
+    s.cfg.mc_passes, s.mc_cache = 512, None
+    assert s.widths(rows, cols, 1).mean() < w0.mean() + 1.0  # finite and comparable
+    scores = s.rank_scores(q[0], np.array([0, 1, 2]))
+    assert np.argmax(scores) == 0
