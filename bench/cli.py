@@ -78,7 +78,7 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=_positive, default=1000)
     p.add_argument("--temperature", type=float, default=0.25, help="0 = greedy")
     p.add_argument("--param", type=_param, action="append", default=[], metavar="METHOD.NAME=VALUE",
-                   help="selector parameter, e.g. mmr.lam=0.7 (repeatable)")
+                   help="selector parameter, e.g. mmr.lam=0.7; *.n_arms=20 sets it for every selector that has it")
     p.add_argument("--bertscore-model", default="auto", help="auto | local | hub id | path")
     p.add_argument("--bertscore-layers", type=int, default=None, help="BERTScore layer (num_layers)")
     p.add_argument("--encoder", default="auto", help="sentence encoder: auto (local MiniLM) | hub id | path")

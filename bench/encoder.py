@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Sequence
 
 import numpy as np
@@ -54,8 +55,9 @@ class Encoder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         missing = sorted({t for t in texts if t not in self._memo})
         if missing:
+            bar = len(missing) > 500 and sys.stderr.isatty()  # a bar for long encodes, not in logs
             vectors = self._load().encode(missing, batch_size=self.batch_size, normalize_embeddings=True,
-                                          convert_to_numpy=True, show_progress_bar=len(missing) > 500)
+                                          convert_to_numpy=True, show_progress_bar=bar)
             self._memo.update(zip(missing, vectors.astype(np.float32)))
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)

@@ -24,7 +24,7 @@ from bench.metrics import BertScore, BertScoreConfig
 from bench.oracle import RewardOracle
 from bench.records import FitSummary, ItemRecord, append_jsonl, read_fits, read_records
 from bench.tasks import Task, make_task
-from methods.base import FitContext, available, create, load_plugin
+from methods.base import FitContext, accepted_params, available, create, load_plugin
 
 RECORDS = "records.jsonl"
 CALLS = "calls.jsonl"
@@ -84,10 +84,19 @@ class Runner:
         self.methods = expand_methods(config.methods)
         self.tasks = [make_task(t) for t in config.tasks]  # validates names before anything heavy
         resolve(config.llm)  # validates the LLM name and backend
-        for name, params in config.method_params.items():
-            if name in self.methods:
-                create(name, {"k": config.k, **params})  # parameter names checked up front
+        known = available()
+        for name in config.method_params:
+            if name != "*" and name not in known:
+                raise ConfigError(f"--param names unknown method '{name}'")
+        for name in self.methods:
+            create(name, self.params_for(name))  # parameter names and values checked up front
         self.out = Path(config.out)
+
+    def params_for(self, method: str) -> dict:
+        """k, then `*.NAME` settings the selector accepts, then its own `METHOD.NAME` settings."""
+        accepted = set(accepted_params(available()[method]))
+        shared = {k: v for k, v in self.cfg.method_params.get("*", {}).items() if k in accepted}
+        return {"k": self.cfg.k, **shared, **self.cfg.method_params.get(method, {})}
 
     # ---- setup --------------------------------------------------------------------------------
     def _prepare_out(self) -> None:
@@ -161,8 +170,7 @@ class Runner:
             return
         todo = [it for i, it in enumerate(splits.test)
                 if i % self.dist.world == self.dist.rank and (method, task.name, it.id) not in done]
-        params = {"k": self.cfg.k, **self.cfg.method_params.get(method, {})}
-        selector = create(method, params)
+        selector = create(method, self.params_for(method))
         # Rank 0 fits first and fills the cache; the others then fit on cache hits alone.
         if not self.dist.is_main:
             self.dist.barrier()

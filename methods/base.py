@@ -122,6 +122,20 @@ def available() -> dict[str, type[Selector]]:
     return dict(SELECTORS)
 
 
+def accepted_params(cls: type[Selector]) -> list[str]:
+    """Parameter names of a selector's __init__, following **kwargs up the class hierarchy."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        params = inspect.signature(vars(klass)["__init__"]).parameters.values()
+        names += [p.name for p in params if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+                  and p.name not in names]
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+    return names
+
+
 def create(name: str, params: dict[str, Any] | None = None) -> Selector:
     """Instantiate a registered selector, checking parameter names against its __init__."""
     known = available()
@@ -129,10 +143,11 @@ def create(name: str, params: dict[str, Any] | None = None) -> Selector:
         raise ConfigError(f"unknown method '{name}'; known methods: {', '.join(sorted(known))}")
     cls = known[name]
     params = dict(params or {})
-    sig = inspect.signature(cls.__init__)
-    accepts_any = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
-    unknown = [p for p in params if p not in sig.parameters and not accepts_any]
+    allowed = accepted_params(cls)
+    unknown = [p for p in params if p not in allowed]
     if unknown:
-        allowed = [p for p in sig.parameters if p != "self"]
         raise ConfigError(f"method '{name}' has no parameter {', '.join(unknown)}; parameters: {', '.join(allowed)}")
-    return cls(**params)
+    try:
+        return cls(**params)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"method '{name}': bad parameter value ({exc})") from None

@@ -48,7 +48,9 @@ def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = ""
                 "metric": TASKS[task].metric_name if task in TASKS else "",
                 "score": float(np.mean([r.score for r in recs])),
                 "n": len(recs),
-                "llm_calls": {"selection": fit.selection_calls if fit else len(distinct[(method, task, "selection")]),
+                # the call log is the truth (instance-level bandits also call the LLM inside select())
+                "llm_calls": {"selection": len(distinct[(method, task, "selection")]) if distinct
+                              else (fit.selection_calls if fit else 0),
                               "inference": len(distinct[(method, task, "inference")]) or len(recs)},
                 "llm_calls_uncached": {"selection": uncached[(method, task, "selection")],
                                        "inference": uncached[(method, task, "inference")]},

@@ -1,0 +1,61 @@
+"""The six bandit selectors through the runner, with the deterministic fake backend."""
+import json
+
+import pytest
+
+import bench.runner as runner_mod
+from bench.runner import Runner
+from fakes import FakeBackend
+from test_runner import lines, make_config
+
+BANDITS = ["case-static", "case-dynamic", "dearicl-static", "dearicl-dynamic", "dearicl-random", "dearicl-noexplore"]
+SMALL = {"*": {"n_arms": 16, "m": 3, "challengers": 2, "cold_start": 2, "max_pulls": 6, "mc_passes": 32,
+               "hidden": [16], "epochs_per_round": 2, "initial_arms": 4, "train_rounds": 2, "pulls_per_query": 3}}
+
+
+def varied(prompt: str) -> str:
+    """A fake LLM whose quality depends on the demonstrations: reward differs between arms."""
+    good = sum(ch in "aeiou" for ch in prompt[-400:]) % 7
+    return f" step {'two plus two' if good > 3 else 'banana'}\n[Answer]: {good}\n[Question]: x"
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    backend = FakeBackend(respond=varied, batch_size=8)
+    monkeypatch.setattr(runner_mod, "make_backend", lambda spec: backend)
+    return backend
+
+
+def test_bandit_selectors_run_end_to_end(tmp_path, data_dir, fake):
+    cfg = make_config(tmp_path, data_dir, methods=BANDITS, tasks=["gsm8k"], n_test=3, n_val=4, pool_size=40,
+                      method_params=SMALL)
+    results = Runner(cfg).run()
+    runs = {r["method"]: r for r in results["runs"]}
+    assert set(runs) == set(BANDITS)
+    for name in ("case-static", "dearicl-static", "dearicl-dynamic", "dearicl-random"):
+        # 6 pulls of 4 validation items at most, plus re-scoring the top arms for the static ones
+        assert 4 <= runs[name]["llm_calls"]["selection"] <= (6 + 3) * 4, name
+    assert runs["dearicl-noexplore"]["llm_calls"]["selection"] == 4 * 4  # the initial arms only
+    assert runs["case-dynamic"]["llm_calls"]["selection"] >= 4  # pulls happen per test query
+    records = lines(tmp_path / "run" / "records.jsonl")
+    assert all(len(r["demo_ids"]) == 5 for r in records)
+    static = [r["demo_ids"] for r in records if r["method"] == "case-static"]
+    assert all(d == static[0] for d in static)  # task level: one subset for every query
+    fits = {(f["method"]): f for f in lines(tmp_path / "run" / "fits.jsonl")}
+    trace = [row for row in fits["dearicl-dynamic"]["trace"] if "gap_index" in row]
+    assert trace and all(row["regret_kind"] == "observed" for row in trace)
+    assert fits["dearicl-dynamic"]["trace"][-1]["summary"]
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "## Bandit convergence" in report and (tmp_path / "run" / "convergence_gsm8k.png").exists()
+
+
+def test_bandit_budget_is_enforced(tmp_path, data_dir, fake):
+    params = {"*": {**SMALL["*"], "max_pulls": None}}
+    cfg = make_config(tmp_path, data_dir, methods=["dearicl-dynamic", "case-static"], tasks=["gsm8k"], n_test=2,
+                      n_val=4, pool_size=40, method_params=params, llm_budget=10)
+    results = Runner(cfg).run()
+    for run in results["runs"]:
+        assert run["llm_calls"]["selection"] <= 10 and run["budget_exhausted"]
+        assert run["n"] == 2  # still answers every test item with what it learned
+    sel = [c for c in lines(tmp_path / "run" / "calls.jsonl") if c["phase"] == "selection" and not c["cached"]]
+    assert len(sel) <= 20
