@@ -36,6 +36,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--beta", choices=["heuristic", "frequentist", "lucb1"], default="heuristic")
     p.add_argument("--rule", choices=["greedy", "variance", "both"], default="greedy")
     p.add_argument("--budget", type=int, default=None, help="max pulls per run")
+    p.add_argument("--patience", type=int, default=None,
+                   help="rounds without a change of U_t required to stop (default: case 20 as in its script, "
+                        "0 for dearicl as in Algorithm 1 and for the linear GIFA mode)")
     p.add_argument("--out", type=Path, default=None, help="JSON results (default: print)")
     p.add_argument("--plot", type=Path, default=None, help="PNG of gap index and simple regret per round")
     # linear
@@ -115,7 +118,8 @@ def run(argv: list[str]) -> dict:
     else:
         arms, demo, queries = embedding_world(args, args.seed)
         if args.env == "nonlinear":
-            hidden = HiddenNonlinearReward(demo.shape[1], seed=args.seed, noise=noise)
+            hidden = HiddenNonlinearReward(demo.shape[1], seed=args.seed, noise=noise).calibrate(
+                demo, queries, args.k, np.random.default_rng(args.seed))
             reward, expected = hidden, hidden.expected
         else:
             if args.reward_module is None:
@@ -138,7 +142,7 @@ def run(argv: list[str]) -> dict:
     results, traces = [], {}
     for name in methods:
         kind, rule = SIM_METHODS[name]
-        pulls, errors, regrets, seconds, stops = [], 0, [], [], {}
+        pulls, errors, eps_errors, regrets, seconds, stops = [], 0, 0, [], [], {}
         for r in tqdm(range(args.runs), desc=f"simulate {name}", disable=None if not args.no_progress else True):
             rng = np.random.default_rng([args.seed, r])
             env = make_env(rng)
@@ -151,19 +155,25 @@ def run(argv: list[str]) -> dict:
             cfg = BanditConfig(m=m, challengers=args.challengers, epsilon=epsilon, delta=args.delta,
                                rule=rule if rule == "random" else args.rule,
                                cold_start="all" if linear else args.cold_start, max_pulls=args.budget,
-                               seed=args.seed * 1000 + r, max_rounds=200_000 if linear else 10_000)
+                               seed=args.seed * 1000 + r, max_rounds=200_000 if linear else 10_000,
+                               patience=args.patience if args.patience is not None else
+                               (20 if kind == "linear" and not linear else 0))
             began = time.perf_counter()
             res = GapIndexTopM(env, surrogate, cfg).run()
             seconds.append(time.perf_counter() - began)
             true_top = set(np.argsort(-env.true_means, kind="stable")[:m].tolist())
             errors += set(res.top_m) != true_top
+            # (epsilon, delta)-PAC: every returned arm within epsilon of the true m-th best
+            mth = np.sort(env.true_means)[::-1][m - 1]
+            eps_errors += bool(np.any(env.true_means[res.top_m] < mth - epsilon - 1e-12))
             regrets.append(float(np.sort(env.true_means)[::-1][:m].mean() - env.true_means[res.top_m].mean()))
             pulls.append(res.pulls)
             stops[res.stopped_by] = stops.get(res.stopped_by, 0) + 1
             if r == 0:
                 traces[name] = res.trace
         results.append({"method": name, "simulated": True, "runs": args.runs, "mean_pulls": float(np.mean(pulls)),
-                        "error_rate": errors / args.runs, "mean_simple_regret": float(np.mean(regrets)),
+                        "error_rate": errors / args.runs, "eps_error_rate": eps_errors / args.runs,
+                        "mean_simple_regret": float(np.mean(regrets)),
                         "pulls": pulls, "simple_regrets": regrets, "stopped_by": stops,
                         "mean_seconds": float(np.mean(seconds))})
     out = {"env": env_info, "results": results, "traces": traces}

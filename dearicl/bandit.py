@@ -41,6 +41,7 @@ class BanditConfig:
     cold_start: int | str = 5  # random arms pulled before the loop; "all" pulls every arm once (GIFA)
     max_pulls: int | None = None
     max_rounds: int = 10_000
+    patience: int = 0  # also require U_t unchanged for this many rounds before stopping (CASE's script: 20)
     seed: int = 0
 
     def __post_init__(self):
@@ -92,6 +93,7 @@ class GapIndexTopM:
         seen = set(upper.tolist()) | set(chall.tolist())
         trace: list[dict] = []
         stopped_by = "max_rounds"
+        unchanged, previous = 0, None
         try:
             cold = list(range(k)) if cfg.cold_start == "all" else self.rng.choice(k, int(cfg.cold_start), replace=False).tolist()
             for arm in cold:
@@ -114,6 +116,9 @@ class GapIndexTopM:
                     pool = np.concatenate([chall, fresh])
                     chall = pool[np.argsort(-self.s.means(pool), kind="stable")[:n_ch]]
                 seen |= set(chall.tolist())
+                current = frozenset(upper.tolist())
+                unchanged = unchanged + 1 if current == previous else 0
+                previous = current
                 # (d) ambiguity frontier: b_t = argmax_b max_c B(c, b); ch_t = argmax_c B(c, b_t)
                 gap = self.gap_matrix(chall, upper)  # [C, U]: B(c, b)
                 b_idx = int(np.argmax(gap.max(axis=0)))
@@ -121,7 +126,7 @@ class GapIndexTopM:
                 b_t, ch_t, index = int(upper[b_idx]), int(chall[c_idx]), float(gap[c_idx, b_idx])
                 row = {"round": self.t, "gap_index": index, "b": b_t, "ch": ch_t, "pulls": self.pulls,
                        "simple_regret": self.simple_regret(upper), "regret_kind": self.regret_kind()}
-                if index <= cfg.epsilon and self.pulls > 0:
+                if index <= cfg.epsilon and self.pulls > 0 and unchanged >= cfg.patience:
                     stopped_by = "gap"
                     trace.append(self._finish_row(row, began, llm_before, calls_before))
                     break

@@ -100,26 +100,47 @@ class EmbeddingEnvironment(_Simulated):
 class HiddenNonlinearReward:
     """The `--env nonlinear` landscape: query-dependent, with interactions between demonstrations.
 
-    expected(q, S) = sigmoid(2-layer random net on [q, mean S, q * mean S]) blended with a diversity
-    bonus (1 - mean pairwise cosine inside S) that only pays off when S is relevant to q. Rewards are
-    the expectation plus Gaussian noise, clipped to [0, 1] like BERTScore.
+    A latent score adds four standardised parts: a random ReLU net of the arm's mean embedding (arm
+    quality no linear model of slot similarities can express), the arm's diversity gated by its
+    relevance to the query (an interaction between demonstrations), the mean relevance cos(q, d_j),
+    and a random net of q * mean(S) (which arm is good depends on the query). expected(q, S) =
+    sigmoid(gain * latent); rewards add Gaussian noise and are clipped to [0, 1] like BERTScore.
+    `calibrate` standardises each part on random subsets of the real pool, so the spread of rewards
+    is the same whatever the encoder or task.
     """
 
-    def __init__(self, dim: int, seed: int, noise: float = 0.1, hidden: int = 32):
+    def __init__(self, dim: int, seed: int, noise: float = 0.1, hidden: int = 32, gain: float = 1.5):
         rng = np.random.default_rng(seed)
-        self.w1 = rng.normal(0, 1 / np.sqrt(3 * dim), (3 * dim, hidden))
-        self.w2 = rng.normal(0, 2 / np.sqrt(hidden), hidden)
-        self.noise = noise
+        self.w_arm = rng.normal(0, 1, (dim, hidden))
+        self.v_arm = rng.normal(0, 1, hidden)
+        self.w_int = rng.normal(0, 1, (dim, hidden))
+        self.v_int = rng.normal(0, 1, hidden)
+        self.noise, self.gain = noise, gain
+        self.center = np.zeros(4)
+        self.scale = np.ones(4)
+
+    def parts(self, q: np.ndarray, demos: np.ndarray) -> np.ndarray:
+        m = demos.mean(axis=0)
+        quality = np.maximum(m @ self.w_arm, 0.0) @ self.v_arm
+        k = len(demos)
+        sims = demos @ demos.T
+        diversity = 1.0 - (sims.sum() - np.trace(sims)) / (k * (k - 1))
+        relevance = float((demos @ q).mean())
+        interaction = np.maximum((q * m * np.sqrt(len(q))) @ self.w_int, 0.0) @ self.v_int
+        return np.array([quality, diversity * (1.0 + relevance), relevance, interaction])
+
+    def calibrate(self, demo_embeddings: np.ndarray, query_embeddings: np.ndarray, k: int,
+                  rng: np.random.Generator, samples: int = 400) -> "HiddenNonlinearReward":
+        draws = np.array([self.parts(query_embeddings[rng.integers(len(query_embeddings))],
+                                     demo_embeddings[rng.choice(len(demo_embeddings), k, replace=False)])
+                          for _ in range(samples)])
+        self.center, self.scale = draws.mean(axis=0), draws.std(axis=0) + 1e-9
+        return self
 
     def expected(self, q: np.ndarray, demos: np.ndarray) -> float:
-        m = demos.mean(axis=0)
-        h = np.maximum(np.concatenate([q, m, q * m * np.sqrt(len(q))]) @ self.w1, 0.0)
-        net = 1.0 / (1.0 + np.exp(-(h @ self.w2)))
-        sims = demos @ demos.T
-        k = len(demos)
-        diversity = 1.0 - (sims.sum() - np.trace(sims)) / (k * (k - 1))
-        relevance = float(np.clip(demos @ q, 0, 1).mean())
-        return float(np.clip(0.6 * net + 0.4 * diversity * relevance * 2, 0.0, 1.0))
+        z = (self.parts(q, demos) - self.center) / self.scale
+        latent = z @ np.array([1.0, 0.6, 0.6, 0.8]) / np.sqrt(1.0 + 0.36 + 0.36 + 0.64)
+        return float(1.0 / (1.0 + np.exp(-self.gain * latent)))
 
     def __call__(self, q: np.ndarray, demos: np.ndarray, rng: np.random.Generator) -> float:
         return float(np.clip(self.expected(q, demos) + rng.normal(0.0, self.noise), 0.0, 1.0))

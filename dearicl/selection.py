@@ -57,13 +57,15 @@ class BanditSelector(Selector):
     """Common parameters and bookkeeping of the bandit selectors (CASE and DEARICL families)."""
 
     surrogate_kind = "neural"  # or "linear"
+    default_patience = 0  # Algorithm 1 stops on the gap alone; CASE's script also waits (see case_*.py)
 
     def __init__(self, k: int = 5, n_arms: int = 100, m: int = 10, challengers: int = 5, epsilon: float = 0.1,
                  delta: float = 0.05, rule: str = "greedy", cold_start: int = 5, max_pulls: int | None = None,
                  beta: str = "heuristic", sigma: float = 0.5, hidden: tuple[int, ...] = (256, 128),
                  dropout: float = 0.1, lr: float = 1e-3, epochs_per_round: int = 4, mc_passes: int = 256,
-                 tau: float = 1.0):
+                 tau: float = 1.0, patience: int | None = None):
         super().__init__(k)
+        self.patience = self.default_patience if patience is None else patience
         self.n_arms, self.m, self.challengers, self.epsilon, self.delta = n_arms, m, challengers, epsilon, delta
         self.rule, self.cold_start, self.max_pulls, self.beta, self.sigma = rule, cold_start, max_pulls, beta, sigma
         self.neural = NeuralConfig(hidden=tuple(hidden), dropout=dropout, lr=lr, epochs_per_round=epochs_per_round,
@@ -71,7 +73,8 @@ class BanditSelector(Selector):
 
     def bandit_config(self, ctx: FitContext, m: int | None = None, **overrides) -> BanditConfig:
         cfg = BanditConfig(m=m or self.m, challengers=self.challengers, epsilon=self.epsilon, delta=self.delta,
-                           rule=self.rule, cold_start=self.cold_start, max_pulls=self.max_pulls, seed=ctx.seed)
+                           rule=self.rule, cold_start=self.cold_start, max_pulls=self.max_pulls,
+                           patience=self.patience, seed=ctx.seed)
         for key, value in overrides.items():
             setattr(cfg, key, value)
         return cfg

@@ -149,7 +149,7 @@ class NeuralSurrogate(Surrogate):
         self.reward_count = np.zeros((self.n_arms, self.n_q))
         self.ema: dict[int, float] = {}
         self.bias: dict[int, float] = {}
-        self.stability = 0.0
+        self.stability = 1.0  # = M until a retraining has been measured: no stability evidence yet
         self._before: dict[int, float] = {}
         self.mc_cache: tuple | None = None
 
@@ -231,7 +231,8 @@ class NeuralSurrogate(Surrogate):
     def _bias(self, arm: int) -> float:
         if int(arm) in self.bias:
             return self.bias[int(arm)]
-        return float(np.mean(list(self.bias.values()))) if self.bias else 0.0
+        # no history for this arm yet: the largest bias seen so far, M/2 before any
+        return max(self.bias.values()) if self.bias else 0.5
 
     def end_round(self, arms: np.ndarray) -> None:
         """b_a: deviation of the arm's estimate from its moving average; eps_stab: drift from the update."""

@@ -13,6 +13,7 @@ from methods.base import FitContext, register
 class CaseDynamic(BanditSelector):
     level = "instance"
     surrogate_kind = "linear"
+    default_patience = 20  # CASE's public script waits 20 rounds without a change of U_t before stopping
 
     def __init__(self, k: int = 5, pulls_per_query: int = 10, **bandit):
         super().__init__(k, **bandit)

@@ -11,6 +11,7 @@ from methods.base import FitContext, register
 class CaseStatic(BanditSelector):
     level = "task"
     surrogate_kind = "linear"
+    default_patience = 20  # CASE's public script waits 20 rounds without a change of U_t before stopping
 
     def fit(self, ctx: FitContext) -> "CaseStatic":
         self.check_pool(ctx)
