@@ -1,6 +1,7 @@
 """The counted reward oracle: the only way a selector reaches the LLM during `fit`."""
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
@@ -42,6 +43,7 @@ class RewardOracle:
         self.history: list[Pull] = []
         self.budget_exhausted = False
         self.parent: RewardOracle | None = None
+        self.llm_seconds = 0.0  # wall time inside LLM calls (reward scoring is not counted)
 
     def child(self, budget: int | None) -> "RewardOracle":
         """A sub-oracle with its own budget (e.g. per test query) whose calls also count here.
@@ -77,7 +79,9 @@ class RewardOracle:
         indices = [self._pulls_of[(demo_ids, it.id)] for it in items]
         params = self.client.params_for(self.task.stop)
         self._charge(self.client.evaluate_keys(self.task, demos, items, params, indices)[2])
+        began = time.perf_counter()
         gens = self.client.evaluate(self.task, demos, items, scope=self.scope, params=params, sample_indices=indices)
+        self._add_llm_seconds(time.perf_counter() - began)
         outputs = [self.task.truncate(g.text) for g in gens]
         rewards = np.asarray(self.bertscore.f1(outputs, [self.task.reward_reference(it) for it in items],
                                                lang=self.task.lang), dtype=np.float64)
@@ -85,6 +89,11 @@ class RewardOracle:
             self._pulls_of[(demo_ids, it.id)] += 1
         self.history.append(Pull(demo_ids, tuple(it.id for it in items), tuple(float(r) for r in rewards)))
         return rewards
+
+    def _add_llm_seconds(self, seconds: float) -> None:
+        self.llm_seconds += seconds
+        if self.parent is not None:
+            self.parent._add_llm_seconds(seconds)
 
     def loglik(self, contexts: Sequence[str], continuations: Sequence[str]) -> list[float]:
         """Scores for selectors that need log-likelihoods (LENS, UDR); counted like pulls."""

@@ -6,7 +6,6 @@ with the same --out skips finished items and answers every earlier call from the
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -129,7 +128,6 @@ def run(argv: list[str]) -> dict:
                         reward_module=str(args.reward_module) if args.reward_module else None)
         base = EmbeddingEnvironment(arms, demo, queries, reward, np.random.default_rng(args.seed), expected,
                                     truth_samples=args.truth_samples)
-        truth = base.true_per_query
 
         def make_env(rng):
             env = EmbeddingEnvironment.__new__(EmbeddingEnvironment)

@@ -6,7 +6,6 @@ are exact. Everything they produce is labelled "simulated" by the simulate comma
 from __future__ import annotations
 
 import importlib.util
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -24,23 +23,18 @@ class OracleEnvironment:
     def __init__(self, oracle, pool: list, arms: ArmSet, validation: list):
         self.oracle, self.pool, self.arm_set, self.validation = oracle, pool, arms, validation
         self.n_arms = len(arms)
-        self._seconds = 0.0
 
     def demos(self, arm: int) -> list:
         return [self.pool[i] for i in self.arm_set.members[arm]]
 
     def pull(self, arm: int) -> np.ndarray:
-        began = time.perf_counter()
-        try:
-            return self.oracle.pull(self.demos(arm), self.validation)
-        finally:
-            self._seconds += time.perf_counter() - began
+        return self.oracle.pull(self.demos(arm), self.validation)
 
     def llm_calls(self) -> int:
         return self.oracle.calls
 
     def llm_seconds(self) -> float:
-        return self._seconds
+        return self.oracle.llm_seconds
 
 
 class _Simulated:

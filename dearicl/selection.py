@@ -7,7 +7,7 @@ import numpy as np
 
 from bench.errors import BudgetExhausted
 from bench.items import Item
-from dearicl.arms import ArmSet, arm_embeddings, build_arms, slot_similarity_features
+from dearicl.arms import ArmSet, arm_embeddings, build_arms
 from dearicl.bandit import BanditConfig, BanditResult, GapIndexTopM
 from dearicl.environments import OracleEnvironment
 from dearicl.surrogates import LinearSurrogate, NeuralConfig, NeuralSurrogate
@@ -90,6 +90,14 @@ class BanditSelector(Selector):
         m = min(self.m, max(1, len(prep.arms) - self.challengers - 1))
         self.result_ = GapIndexTopM(prep.env, surrogate, self.bandit_config(ctx, m=m, **overrides)).run()
         return self.result_
+
+    def fit_neural(self, ctx: FitContext, **overrides) -> BanditResult:
+        """Arms, the neural surrogate and one bandit run: the shared start of every DEARICL selector."""
+        self.check_pool(ctx)
+        self.prep_ = prep = prepare(ctx, self.n_arms)
+        self.surrogate_ = self.neural_surrogate(prep, ctx.seed)
+        self.encoder_ = ctx.encoder
+        return self.run_bandit(ctx, prep, self.surrogate_, **overrides)
 
     def trace(self) -> list[dict]:
         result = getattr(self, "result_", None)

@@ -152,6 +152,7 @@ class NeuralSurrogate(Surrogate):
         self.stability = 1.0  # = M until a retraining has been measured: no stability evidence yet
         self._before: dict[int, float] = {}
         self.mc_cache: tuple | None = None
+        self._frozen = None  # numpy snapshot for fast ranking, rebuilt after each update
 
     # ---- data and training --------------------------------------------------------------------
     def observe(self, arm: int, rewards: np.ndarray) -> None:
@@ -189,6 +190,7 @@ class NeuralSurrogate(Surrogate):
                 loss.backward()
                 self.opt.step()
         self.mc_cache = None
+        self._frozen = None
 
     def means(self, arms: np.ndarray) -> np.ndarray:
         torch = self.torch
@@ -255,10 +257,32 @@ class NeuralSurrogate(Surrogate):
         return [(b, c)[int(np.argmax(y.var(axis=0)))]]
 
     def rank_scores(self, query_embedding: np.ndarray, arms: np.ndarray) -> np.ndarray:
-        """Deterministic scores of candidate arms for one (test) query: higher is better."""
+        """Deterministic scores of candidate arms for one (test) query: higher is better.
+
+        The first layer is linear in [H(q), mean H(demos)], so its arm half is computed once per arm
+        after training (`_frozen`); a query then costs one d x h product, a broadcast add and the
+        small later layers, all in numpy.
+        """
+        if self._frozen is None:
+            self._frozen = self._freeze()
+        w_q, arm_part, rest = self._frozen
+        h = np.maximum(arm_part[np.asarray(arms)] + query_embedding.astype(np.float32) @ w_q, 0.0)
+        for weight, bias, relu in rest:
+            h = h @ weight + bias
+            if relu:
+                h = np.maximum(h, 0.0)
+        return h[:, 0]
+
+    def _freeze(self):
         torch = self.torch
-        with torch.no_grad():
-            return self.logits(arms, torch.as_tensor(query_embedding[None, :], dtype=torch.float32)).squeeze(-1).numpy()
+        linears = [m for m in self.model if isinstance(m, torch.nn.Linear)]
+        first = linears[0]
+        d_q = self.q.shape[1]
+        w = first.weight.detach().numpy().T  # [d_q + d_a, h]
+        arm_part = self.arms.numpy() @ w[d_q:] + first.bias.detach().numpy()
+        rest = [(lin.weight.detach().numpy().T.copy(), lin.bias.detach().numpy().copy(), i < len(linears) - 2)
+                for i, lin in enumerate(linears[1:])]
+        return w[:d_q].copy(), arm_part.astype(np.float32), rest
 
 
 def _mlp(d_in: int, hidden: tuple[int, ...], dropout: float):

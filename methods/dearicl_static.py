@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from bench.items import Item
-from dearicl.selection import BanditSelector, observed_rewards, prepare, rescore
+from dearicl.selection import BanditSelector, observed_rewards, rescore
 from methods.base import FitContext, register
 
 
@@ -11,11 +11,8 @@ class DearIclStatic(BanditSelector):
     level = "task"
 
     def fit(self, ctx: FitContext) -> "DearIclStatic":
-        self.check_pool(ctx)
-        self.prep_ = prep = prepare(ctx, self.n_arms)
-        self.surrogate_ = self.neural_surrogate(prep, ctx.seed)
-        result = self.run_bandit(ctx, prep, self.surrogate_)
-        self.best_arm_ = rescore(prep.env, result.top_m, observed_rewards(prep.env, ctx.oracle))
+        result = self.fit_neural(ctx)
+        self.best_arm_ = rescore(self.prep_.env, result.top_m, observed_rewards(self.prep_.env, ctx.oracle))
         return self
 
     def select(self, query: Item) -> list[Item]:

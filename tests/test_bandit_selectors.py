@@ -1,5 +1,4 @@
 """The six bandit selectors through the runner, with the deterministic fake backend."""
-import json
 
 import pytest
 

@@ -1,5 +1,4 @@
 """The bandit core: linear algebra, widths, stopping, the relaxed-NDCG loss, budget, top-m correctness."""
-import itertools
 import math
 
 import numpy as np
@@ -241,3 +240,20 @@ def test_neural_width_terms_and_learning():
     assert s.widths(rows, cols, 1).mean() < w0.mean() + 1.0  # finite and comparable
     scores = s.rank_scores(q[0], np.array([0, 1, 2]))
     assert np.argmax(scores) == 0
+
+
+def test_fast_ranking_equals_the_network():
+    arms, demo, q = small_world()
+    s = NeuralSurrogate(q, arm_embeddings(arms, demo), config=NeuralConfig(hidden=(16, 8), seed=1))
+    s.observe(0, np.full(len(q), 0.9))
+    s.observe(3, np.full(len(q), 0.2))
+    s.update()
+    cands = np.arange(len(arms))
+    with torch.no_grad():
+        reference = s.logits(cands, torch.as_tensor(q[:1], dtype=torch.float32)).squeeze(-1).numpy()
+    np.testing.assert_allclose(s.rank_scores(q[0].astype(np.float32), cands), reference, atol=1e-5)
+    s.observe(5, np.full(len(q), 0.5))
+    s.update()  # a retrained model must not be ranked with stale frozen weights
+    with torch.no_grad():
+        reference = s.logits(cands, torch.as_tensor(q[:1], dtype=torch.float32)).squeeze(-1).numpy()
+    np.testing.assert_allclose(s.rank_scores(q[0].astype(np.float32), cands), reference, atol=1e-5)
