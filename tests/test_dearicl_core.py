@@ -257,3 +257,19 @@ def test_fast_ranking_equals_the_network():
     with torch.no_grad():
         reference = s.logits(cands, torch.as_tensor(q[:1], dtype=torch.float32)).squeeze(-1).numpy()
     np.testing.assert_allclose(s.rank_scores(q[0].astype(np.float32), cands), reference, atol=1e-5)
+
+
+def test_neural_width_shrinks_as_evidence_accumulates():
+    arms, demo, q = small_world()
+    s = NeuralSurrogate(q, arm_embeddings(arms, demo), config=NeuralConfig(hidden=(16,), mc_passes=256, seed=2))
+    rows, cols = np.array([0, 1]), np.array([2, 3])
+    start = s.widths(rows, cols, 1).mean()
+    assert start >= 1.0 + 0.5 + 0.5  # stability M and two unknown biases M/2 before any evidence
+    rng = np.random.default_rng(0)
+    quality = rng.uniform(0.2, 0.9, len(arms))
+    for t in range(30):
+        arm = t % 8
+        s.observe(arm, np.clip(quality[arm] + rng.normal(0, 0.05, len(q)), 0, 1))
+        s.update()
+        s.end_round(np.arange(8))
+    assert s.widths(rows, cols, 30).mean() < 0.5 * start
