@@ -167,20 +167,19 @@ class GapIndexTopM:
         return "true" if self.env.true_means is not None else "observed"
 
     def simple_regret(self, upper: np.ndarray) -> float:
-        """Mean reward of the best m arms minus that of U_t.
+        """Mean reward of the best arms minus that of U_t (>= 0).
 
-        With known truth (simulated environments) both sides use true means. Otherwise both use what
-        was observed: the best m observed means among pulled arms, against U_t's observed means
-        (the surrogate's estimate for members never pulled).
+        With known truth (simulated environments): the true top-m against U_t, in true means.
+        Otherwise only observations count: U_t's j pulled members against the best j observed arm
+        means among all pulled arms (NaN while no member of U_t has been pulled).
         """
         m = len(upper)
         if self.env.true_means is not None:
             truth = self.env.true_means
             return float(np.sort(truth)[::-1][:m].mean() - truth[upper].mean())
-        if not self.pulled:
-            return float("nan")
         observed = {a: self.observed_sum[a] / n for a, n in self.pulled.items()}
-        best = np.sort(np.array(list(observed.values())))[::-1][:m].mean()
-        estimates = self.s.means(upper)
-        mine = [observed.get(int(a), float(e)) for a, e in zip(upper, estimates)]
-        return float(best - np.mean(mine))
+        mine = [observed[int(a)] for a in upper if int(a) in observed]
+        if not mine:
+            return float("nan")
+        best = np.sort(np.array(list(observed.values())))[::-1][: len(mine)]
+        return float(best.mean() - np.mean(mine))

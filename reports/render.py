@@ -89,13 +89,15 @@ def convergence_section(out: Path) -> list[str]:
             last = steps[-1]
             rows.append([method, task, len(steps), summary.get("pulls", last["pulls_after"]), last["llm_calls_total"],
                          summary.get("stopped_by", ""), f"{last['gap_index']:.4f}",
-                         f"{last['simple_regret']:.4f} ({last['regret_kind']})",
+                         f"{last['simple_regret']:.4f} ({last['regret_kind']})"
+                         if last["simple_regret"] == last["simple_regret"] else "n/a",
                          f"{100 * outside / wall:.1f}%" if wall > 0 else "n/a"])
         convergence_plot(by_method, out / f"convergence_{task}.png", title=f"{task}: gap index and simple regret")
     lines = ["## Bandit convergence", "",
              "Per round of the gap-index loop: B_t(ch_t, b_t) and the simple regret of U_t. With an LLM the truth is "
-             "unknown, so regret is 'observed': the best m observed arm means minus U_t's (observed where pulled, "
-             "estimated otherwise).", "",
+             "unknown, so regret is 'observed': the best j observed arm means minus those of U_t's j pulled members. "
+             "'Time outside LLM' is bookkeeping + reward scoring over wall time; a fit answered from the cache "
+             "(e.g. one repeating an earlier fit's calls) spends almost no time in the LLM and shows close to 100%.", "",
              tabulate(rows, headers=["Method", "Task", "Rounds", "Pulls", "LLM calls", "Stopped by", "Final gap",
                                      "Final simple regret", "Time outside LLM"], tablefmt="github"), ""]
     lines += [f"![convergence {task}](convergence_{task}.png)" for task in traces] + [""]

@@ -43,6 +43,8 @@ def test_bandit_selectors_run_end_to_end(tmp_path, data_dir, fake):
     fits = {(f["method"]): f for f in lines(tmp_path / "run" / "fits.jsonl")}
     trace = [row for row in fits["dearicl-dynamic"]["trace"] if "gap_index" in row]
     assert trace and all(row["regret_kind"] == "observed" for row in trace)
+    regrets = [row["simple_regret"] for row in trace if row["simple_regret"] == row["simple_regret"]]
+    assert regrets and all(r >= 0 for r in regrets)  # observed regret: never negative
     assert fits["dearicl-dynamic"]["trace"][-1]["summary"]
     report = (tmp_path / "run" / "report.md").read_text()
     assert "## Bandit convergence" in report and (tmp_path / "run" / "convergence_gsm8k.png").exists()
