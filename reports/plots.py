@@ -37,8 +37,8 @@ def convergence_plot(traces: dict[str, list[dict]], path: Path, title: str = "")
         if not rows:
             continue
         rounds = [r["round"] for r in rows]
-        ax_gap.plot(rounds, [r["gap_index"] for r in rows], label=method)
-        ax_reg.plot(rounds, [r["simple_regret"] for r in rows], label=method)
+        ax_gap.plot(rounds, [r["gap_index"] for r in rows], marker="o", markersize=3, label=method)
+        ax_reg.plot(rounds, [r["simple_regret"] for r in rows], marker="o", markersize=3, label=method)
     ax_gap.set_xlabel("round")
     ax_gap.set_ylabel("gap index B(ch, b)")
     ax_reg.set_xlabel("round")
