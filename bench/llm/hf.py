@@ -39,7 +39,8 @@ class RowSeededGumbel:
 
 class HFBackend(Backend):
     def __init__(self, model: str, *, gguf_file: str | None = None, revision: str | None = None,
-                 batch_size: int = 4, dtype: str = "auto", model_id: str | None = None, threads: int | None = None):
+                 batch_size: int = 4, dtype: str = "auto", model_id: str | None = None, threads: int | None = None,
+                 share_prefix: bool = True):
         self.source = model
         self.gguf_file = gguf_file
         self.revision = revision
@@ -47,6 +48,7 @@ class HFBackend(Backend):
         self.dtype = dtype
         self.model_id = model_id or (f"{model}::{gguf_file}" if gguf_file else model)
         self.threads = threads
+        self.share_prefix = share_prefix  # reuse the prefilled prefix in generate_with_prefix
         self._model = None
         self._tok = None
 
@@ -95,11 +97,8 @@ class HFBackend(Backend):
         return self._model
 
     # ---- calls --------------------------------------------------------------------------------
-    def generate(self, prompts: Sequence[str], params: GenerationParams, seeds: Sequence[int]) -> list[RawGeneration]:
-        import torch
-
-        tok, model = self.tokenizer, self.model
-        enc = tok(list(prompts), return_tensors="pt", padding=True).to(self.device)
+    def _generate_kwargs(self, params: GenerationParams, seeds: Sequence[int]) -> dict:
+        tok = self.tokenizer
         kwargs = dict(max_new_tokens=params.max_new_tokens, do_sample=False, pad_token_id=tok.pad_token_id,
                       num_beams=1, top_p=None, top_k=None, temperature=None)
         if params.stop:
@@ -108,19 +107,80 @@ class HFBackend(Backend):
             from transformers import LogitsProcessorList
 
             kwargs["logits_processor"] = LogitsProcessorList([RowSeededGumbel(seeds, params.temperature, self.device)])
-        with torch.inference_mode():
-            out = model.generate(**enc, **kwargs)
-        new = out[:, enc["input_ids"].shape[1]:]
-        prompt_lens = enc["attention_mask"].sum(dim=1).tolist()
-        results = []
-        for row in range(len(prompts)):
-            ids = new[row].tolist()
-            n = len(ids)
-            while n and ids[n - 1] == tok.pad_token_id:  # rows that stopped early are padded
+        return kwargs
+
+    def _decode(self, new_tokens, params: GenerationParams) -> list[tuple[str, int]]:
+        """(text cut at the stop strings, completion tokens) per row; early-stopped rows are padded."""
+        tok = self.tokenizer
+        out = []
+        for row in new_tokens.tolist():
+            n = len(row)
+            while n and row[n - 1] == tok.pad_token_id:
                 n -= 1
-            text = tok.decode(ids[:n], skip_special_tokens=True)
-            results.append(RawGeneration(text=_cut(text, params.stop), prompt_tokens=int(prompt_lens[row]),
-                                         completion_tokens=n))
+            out.append((_cut(tok.decode(row[:n], skip_special_tokens=True), params.stop), n))
+        return out
+
+    def generate(self, prompts: Sequence[str], params: GenerationParams, seeds: Sequence[int]) -> list[RawGeneration]:
+        import torch
+
+        tok, model = self.tokenizer, self.model
+        enc = tok(list(prompts), return_tensors="pt", padding=True).to(self.device)
+        with torch.inference_mode():
+            out = model.generate(**enc, **self._generate_kwargs(params, seeds))
+        prompt_lens = enc["attention_mask"].sum(dim=1).tolist()
+        return [RawGeneration(text=text, prompt_tokens=int(n_prompt), completion_tokens=n)
+                for (text, n), n_prompt in zip(self._decode(out[:, enc["input_ids"].shape[1]:], params), prompt_lens)]
+
+    def generate_with_prefix(self, prefix: str, suffixes: Sequence[str], params: GenerationParams,
+                             seeds: Sequence[int]) -> list[RawGeneration]:
+        """Prefill the shared prefix once and reuse its key/value cache for every suffix.
+
+        Only suffixes of the same token length share a batch: padding between prefix and suffix
+        would shift sliding-window attention, and outputs must equal one-call-at-a-time generation.
+        A suffix whose tokens merge with the prefix's at the boundary takes the plain path.
+        """
+        import copy
+
+        import torch
+
+        if not self.share_prefix or len(suffixes) < 2:
+            return super().generate_with_prefix(prefix, suffixes, params, seeds)
+        tok, model = self.tokenizer, self.model
+        prefix_ids = tok(prefix)["input_ids"]
+        results: list[RawGeneration | None] = [None] * len(suffixes)
+        by_length: dict[int, list[tuple[int, list[int]]]] = {}
+        plain = []
+        for i, suffix in enumerate(suffixes):
+            suffix_ids = tok(suffix, add_special_tokens=False)["input_ids"]
+            if tok(prefix + suffix)["input_ids"] == prefix_ids + suffix_ids:
+                by_length.setdefault(len(suffix_ids), []).append((i, suffix_ids))
+            else:
+                plain.append(i)
+        if by_length:
+            with torch.inference_mode():
+                cache = model(torch.tensor([prefix_ids], device=self.device), use_cache=True).past_key_values
+            prefix_charged = False
+            for rows in by_length.values():
+                for start in range(0, len(rows), self.batch_size):
+                    chunk = rows[start:start + self.batch_size]
+                    ids = torch.tensor([prefix_ids + s for _, s in chunk], device=self.device)
+                    batch_cache = copy.deepcopy(cache)
+                    if len(chunk) > 1:
+                        batch_cache.batch_repeat_interleave(len(chunk))
+                    with torch.inference_mode():
+                        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
+                                             past_key_values=batch_cache,
+                                             **self._generate_kwargs(params, [seeds[i] for i, _ in chunk]))
+                    for (i, suffix_ids), (text, n) in zip(chunk, self._decode(out[:, ids.shape[1]:], params)):
+                        # the prefix is prefilled once: charged to the first row that used it
+                        prefilled = len(suffix_ids) + (0 if prefix_charged else len(prefix_ids))
+                        prefix_charged = True
+                        results[i] = RawGeneration(text=text, prompt_tokens=ids.shape[1], completion_tokens=n,
+                                                   prefilled_tokens=prefilled)
+        if plain:
+            for i, gen in zip(plain, self.generate([prefix + suffixes[i] for i in plain], params,
+                                                   [seeds[i] for i in plain])):
+                results[i] = gen
         return results
 
     def loglik(self, contexts: Sequence[str], continuations: Sequence[str]) -> list[RawLoglik]:
