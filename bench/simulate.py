@@ -76,7 +76,7 @@ def read_features(path: Path) -> np.ndarray:
     return np.array(rows)
 
 
-def embedding_world(args, dim_seed: int):
+def embedding_world(args):
     """Arms from real pool examples and validation queries, embedded with the project's encoder."""
     from bench.cli import default_data_dir
     from bench.encoder import Encoder
@@ -115,7 +115,7 @@ def run(argv: list[str]) -> dict:
                         beta=args.beta)
         make_env = lambda rng: LinearEnvironment(features, theta, noise, rng)  # noqa: E731
     else:
-        arms, demo, queries = embedding_world(args, args.seed)
+        arms, demo, queries = embedding_world(args)
         if args.env == "nonlinear":
             hidden = HiddenNonlinearReward(demo.shape[1], seed=args.seed, noise=noise).calibrate(
                 demo, queries, args.k, np.random.default_rng(args.seed))
@@ -146,8 +146,9 @@ def run(argv: list[str]) -> dict:
             env = make_env(rng)
             if kind == "linear":
                 feats = features if linear else case_features
-                reg = (args_sigma(noise) / 20) ** 2 if linear else 1.0
-                surrogate = LinearSurrogate(feats, reg=reg, sigma=args_sigma(noise), delta=args.delta, beta=args.beta)
+                # the surrogate assumes the environment's noise level; GIFA's lambda = sigma / 20
+                reg = (noise / 20) ** 2 if linear else 1.0
+                surrogate = LinearSurrogate(feats, reg=reg, sigma=noise, delta=args.delta, beta=args.beta)
             else:
                 surrogate = NeuralSurrogate(queries, arm_emb, delta=args.delta, config=NeuralConfig(seed=args.seed + r))
             cfg = BanditConfig(m=m, challengers=args.challengers, epsilon=epsilon, delta=args.delta,
@@ -183,8 +184,3 @@ def run(argv: list[str]) -> dict:
 
         convergence_plot(traces, args.plot, title=f"SIMULATED {args.env} environment")
     return out
-
-
-def args_sigma(noise: float) -> float:
-    """The sub-Gaussian scale the linear surrogate assumes: the environment's noise level."""
-    return noise

@@ -1,7 +1,6 @@
 """The Selector contract (fit on a pool, select per query) and the registry of selectors."""
 from __future__ import annotations
 
-import hashlib
 import importlib
 import inspect
 import random
@@ -10,7 +9,6 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, ClassVar, Literal
 
-import numpy as np
 
 from bench.errors import ConfigError
 from bench.items import Item
@@ -33,11 +31,6 @@ class FitContext:
 
     def rng(self, salt: str = "") -> random.Random:
         return random.Random(f"{self.seed}:{salt}")
-
-    def np_rng(self, salt: str = "") -> np.random.Generator:
-        # A stable digest, not hash(): str hashes change between processes.
-        digest = hashlib.sha256(f"{self.seed}:{salt}".encode()).digest()
-        return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
 
 class Selector(ABC):

@@ -30,7 +30,7 @@ class CaseDynamic(BanditSelector):
         ctx, prep = self.ctx_, self.prep_
         q_emb = ctx.encoder.encode_items([query])
         features = slot_similarity_features(prep.arms, prep.demo_emb, q_emb)  # cosine to this query
-        per_query = ctx.oracle.child(budget=None if ctx.budget is None else ctx.budget)
+        per_query = ctx.oracle.child(budget=None)  # per query: max_pulls below; the run budget binds via the parent
         env = OracleEnvironment(per_query, ctx.pool, prep.arms, ctx.validation)
         m = min(self.m, max(1, len(prep.arms) - self.challengers - 1))
         cfg = self.bandit_config(ctx, m=m, max_pulls=self.pulls_per_query)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -78,7 +77,3 @@ def read_calls(path: str | Path) -> Iterator[dict]:
                     yield json.loads(line)
                 except json.JSONDecodeError:
                     continue  # a line cut by a kill; the call is in the cache and will be logged again as cached
-
-
-def now() -> float:
-    return time.time()

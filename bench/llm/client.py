@@ -49,9 +49,6 @@ class LLMClient:
         keys = [self.generate_key(prefix + s, params, i) for s, i in zip(suffixes, sample_indices)]
         return prefix, suffixes, keys
 
-    def is_cached(self, keys: Sequence[str]) -> set[str]:
-        return set(self.cache.get_many(list(keys))) if self.cache is not None else set()
-
     # ---- calls --------------------------------------------------------------------------------
     def generate(self, prompts: Sequence[str], *, scope: CallScope, params: GenerationParams | None = None,
                  sample_indices: Sequence[int] | None = None) -> list[Generation]:
