@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bench.errors import BenchError, ConfigError
 
-SUBCOMMANDS = ("run", "list", "report", "compare", "simulate")
+SUBCOMMANDS = ("run", "list", "report", "compare", "simulate", "perf")
 ALL_TASKS = "gsm8k,aquarat,wmt19"
 
 
@@ -194,6 +194,19 @@ def cmd_simulate(argv: list[str]) -> int:
     return 0
 
 
+def cmd_perf(argv: list[str]) -> int:
+    from bench.perf import run
+
+    r = run(argv)
+    d = r["details"]
+    print(f"P3 shared-prefix speedup: {r['p3_speedup']:.2f}x over {d['p3_items']} items "
+          f"({d['p3_seconds_one_at_a_time']:.1f} s -> {d['p3_seconds_shared']:.1f} s; prefilled tokens "
+          f"{d['p3_prompt_tokens']} -> {d['p3_prefilled_tokens_shared']}); outputs identical: {r['p3_outputs_identical']}")
+    print(f"P4 rank 1,000 subsets: {r['p4_rank_ms']:.2f} ms")
+    print(f"P5 bandit round time outside the LLM: {100 * r['p5_overhead_share']:.2f}% over {d['p5']['rounds']} rounds")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
@@ -203,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] in SUBCOMMANDS:
         argv = argv[1:]
     handler = {"run": cmd_run, "list": cmd_list, "report": cmd_report, "compare": cmd_compare,
-               "simulate": cmd_simulate}[command]
+               "simulate": cmd_simulate, "perf": cmd_perf}[command]
     try:
         return handler(argv)
     except BenchError as exc:
