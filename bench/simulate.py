@@ -128,12 +128,7 @@ def run(argv: list[str]) -> dict:
                         reward_module=str(args.reward_module) if args.reward_module else None)
         base = EmbeddingEnvironment(arms, demo, queries, reward, np.random.default_rng(args.seed), expected,
                                     truth_samples=args.truth_samples)
-
-        def make_env(rng):
-            env = EmbeddingEnvironment.__new__(EmbeddingEnvironment)
-            env.__dict__.update(base.__dict__)
-            env.rng = rng  # same arms and truth, fresh noise per run
-            return env
+        make_env = base.with_rng
 
         case_features = slot_similarity_features(arms, demo, queries)
         arm_emb = arm_embeddings(arms, demo)

@@ -5,6 +5,7 @@ are exact. Everything they produce is labelled "simulated" by the simulate comma
 """
 from __future__ import annotations
 
+import copy
 import importlib.util
 from pathlib import Path
 from typing import Callable
@@ -85,6 +86,12 @@ class EmbeddingEnvironment(_Simulated):
              np.mean([reward(q, self.demo_emb[arms.members[a]], truth_rng) for _ in range(truth_samples)])
              for q in self.q] for a in range(self.n_arms)])  # [n_arms, n_queries]
         self.true_means = self.true_per_query.mean(axis=1)
+
+    def with_rng(self, rng: np.random.Generator) -> "EmbeddingEnvironment":
+        """The same arms and truth with fresh noise (one simulated run)."""
+        twin = copy.copy(self)
+        twin.rng = rng
+        return twin
 
     def pull(self, arm: int) -> np.ndarray:
         demos = self.demo_emb[self.arm_set.members[arm]]

@@ -159,14 +159,17 @@ class NeuralSurrogate(Surrogate):
         self.reward_sum[arm] += rewards
         self.reward_count[arm] += 1
 
-    def logits(self, arms, queries=None, train: bool = False):
-        """Scores before the sigmoid for every (arm, query): [len(arms), n_q]."""
+    def pairs(self, arms, queries=None):
+        """x_a(v) = [H(v), mean H(demos of a)] for every (arm, query): [len(arms), n_q, 2d]."""
         torch = self.torch
         q = self.q if queries is None else queries
         a = self.arms[torch.as_tensor(np.asarray(arms))]
-        x = torch.cat([q.unsqueeze(0).expand(len(a), -1, -1), a.unsqueeze(1).expand(-1, len(q), -1)], dim=-1)
+        return torch.cat([q.unsqueeze(0).expand(len(a), -1, -1), a.unsqueeze(1).expand(-1, len(q), -1)], dim=-1)
+
+    def logits(self, arms, queries=None, train: bool = False):
+        """Scores before the sigmoid for every (arm, query): [len(arms), n_q]."""
         self.model.train(train)
-        return self.model(x).squeeze(-1)
+        return self.model(self.pairs(arms, queries)).squeeze(-1)
 
     def update(self) -> None:
         from dearicl.losses import relaxed_ndcg_loss
@@ -204,9 +207,7 @@ class NeuralSurrogate(Surrogate):
         if self.mc_cache is not None and self.mc_cache[0] == key:
             return self.mc_cache[1]
         with torch.no_grad():
-            a = self.arms[torch.as_tensor(np.asarray(arms))]
-            x = torch.cat([self.q.unsqueeze(0).expand(len(a), -1, -1), a.unsqueeze(1).expand(-1, self.n_q, -1)], -1)
-            x = x.unsqueeze(0).expand(self.cfg.mc_passes, -1, -1, -1)
+            x = self.pairs(arms).unsqueeze(0).expand(self.cfg.mc_passes, -1, -1, -1)
             self.model.train(True)  # dropout on: each pass draws its own masks
             y = torch.sigmoid(self.model(x).squeeze(-1)).mean(dim=-1)  # [N, arms]
         samples = y.numpy().astype(np.float64)
