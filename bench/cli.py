@@ -12,6 +12,7 @@ from bench.errors import BenchError, ConfigError
 
 SUBCOMMANDS = ("run", "list", "report", "compare", "simulate", "perf")
 ALL_TASKS = "gsm8k,aquarat,wmt19"
+EXIT_FIT_FAILED = 3  # some (method, task) fits failed; their rows say why (2 is bad input)
 
 
 def default_data_dir() -> Path | None:
@@ -102,13 +103,71 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--ltr-data", type=_csv, default=["own"],
                    help="LTR selectors' training data: own (sampled arms + negatives), dearicl (the DEARICL "
                         "run's log, the paper's Table 3) or own,dearicl for both")
+    p.add_argument("--config", type=Path, default=None,
+                   help="YAML file of run options (long names) and per-method `params`; flags override it "
+                        "(configs/paper.yaml, configs/smoke.yaml)")
     p.add_argument("--plugin", action="append", default=[], help="module that registers selectors (repeatable)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
 
+def config_defaults(parser: argparse.ArgumentParser, path: Path) -> dict[str, dict]:
+    """Set the parser's defaults from a YAML run config; returns its per-method `params`.
+
+    Keys are the run command's long options (`n_test` or `n-test`); `params` maps METHOD (or `*`) to
+    {NAME: VALUE}. Flags on the command line override the file.
+    """
+    import yaml
+
+    if not path.is_file():
+        raise ConfigError(f"--config: no file at {path}")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--config {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"--config {path}: the top level must be a mapping of option: value")
+    params = data.pop("params", None) or {}
+    if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
+        raise ConfigError(f"--config {path}: 'params' must map a method name (or '*') to {{name: value}}")
+    actions = {a.dest: a for a in parser._actions if a.option_strings and a.dest not in ("help", "config", "param")}
+    defaults = {}
+    for key, value in data.items():
+        dest = str(key).replace("-", "_")
+        action = actions.get(dest)
+        if action is None:
+            raise ConfigError(f"--config {path}: unknown option '{key}'; options: {', '.join(sorted(actions))}")
+        if isinstance(action, argparse._StoreTrueAction):
+            if not isinstance(value, bool):
+                raise ConfigError(f"--config {path}: '{key}' takes true or false, got {value!r}")
+        elif isinstance(value, list):
+            value = action.type(",".join(map(str, value))) if action.type is _csv else list(value)
+        elif value is not None and action.type is not None:
+            try:
+                value = action.type(str(value))
+            except (argparse.ArgumentTypeError, ValueError) as exc:
+                raise ConfigError(f"--config {path}: bad value for '{key}': {exc}") from None
+        if action.choices is not None and value is not None and value not in action.choices:
+            raise ConfigError(f"--config {path}: '{key}' must be one of {', '.join(map(str, action.choices))}")
+        defaults[dest] = value
+    parser.set_defaults(**defaults)
+    return {str(method): dict(values) for method, values in params.items()}
+
+
+def resolved_options(args: argparse.Namespace, method_params: dict) -> dict:
+    """Every run option after the config file and the command line, as a YAML-ready mapping (--config reads it)."""
+    skip = {"config", "param", "resume"}
+    options = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in skip}
+    return {**options, "params": method_params}
+
+
 def cmd_run(argv: list[str]) -> int:
-    args = run_parser().parse_args(argv)
+    parser = run_parser()
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config", type=Path, default=None)
+    config_path = pre.parse_known_args(argv)[0].config
+    file_params = config_defaults(parser, config_path) if config_path else {}
+    args = parser.parse_args(argv)
     from bench.distributed import init
     from bench.llm import GenerationParams, LLMSpec
     from bench.metrics import BertScoreConfig
@@ -116,7 +175,7 @@ def cmd_run(argv: list[str]) -> int:
 
     if args.temperature < 0:
         raise ConfigError(f"--temperature must be >= 0, got {args.temperature}")
-    method_params: dict[str, dict] = {}
+    method_params: dict[str, dict] = {m: dict(v) for m, v in file_params.items()}
     for method, name, value in args.param:
         method_params.setdefault(method, {})[name] = value
     data_dir = args.data_dir or default_data_dir()
@@ -144,15 +203,22 @@ def cmd_run(argv: list[str]) -> int:
         method_params=method_params, bertscore=BertScoreConfig(args.bertscore_model, args.bertscore_layers),
         encoder=args.encoder, cache_path=args.cache, plugins=args.plugin, progress=not args.no_progress,
         ltr_data=tuple(args.ltr_data), selection_llm=selection_llm, selection_generation=selection_generation,
-        selections=args.selections, reuse_selections=not args.no_selection_reuse, prices=args.prices)
+        selections=args.selections, reuse_selections=not args.no_selection_reuse, prices=args.prices,
+        options=resolved_options(args, method_params))
     runner = Runner(config, init())
     results = runner.run()
-    if results:
-        print(f"wrote {out}/records.jsonl, calls.jsonl, results.json, report.md")
-        for run in results["runs"]:
-            print(f"  {run['method']:>14} {run['task']:>8}  {run['metric']} {100 * run['score']:.2f}  "
-                  f"n={run['n']}  calls sel/inf={run['llm_calls']['selection']}/{run['llm_calls']['inference']}")
-    return 0
+    if not results:
+        return 0
+    print(f"wrote {out}/records.jsonl, calls.jsonl, results.json, report.md")
+    for run in results["runs"]:
+        score = "FAILED" if run["score"] is None else f"{100 * run['score']:.2f}"
+        warned = f"  ({len(run['warnings'])} warning(s))" if run.get("warnings") else ""
+        print(f"  {run['method']:>14} {run['task']:>8}  {run['metric']} {score}  "
+              f"n={run['n']}  calls sel/inf={run['llm_calls']['selection']}/{run['llm_calls']['inference']}{warned}")
+    failed = [r for r in results["runs"] if r.get("error")]
+    for run in failed:
+        print(f"error: {run['method']} on {run['task']}: {run['error']}", file=sys.stderr)
+    return EXIT_FIT_FAILED if failed else 0
 
 
 def cmd_list(argv: list[str]) -> int:

@@ -18,13 +18,22 @@ class Check:
 
 def compare(current: dict, reference: dict, tolerance: float, calls_tolerance: float) -> list[Check]:
     """Scores may not drop by more than `tolerance` (absolute, metric units 0-1); total LLM calls may
-    not rise by more than `calls_tolerance` (relative). A reference row missing from the run fails."""
+    not rise by more than `calls_tolerance` (relative). A reference row missing from the run fails, and so
+    does a row whose selection was replayed from a saved store instead of fitted."""
     have = {(r["method"], r["task"]): r for r in current.get("runs", [])}
     checks = []
     for ref in reference.get("runs", []):
         cur = have.get((ref["method"], ref["task"]))
         if cur is None:
             checks.append(Check(ref["method"], ref["task"], "present", 1, None, False))
+            continue
+        if cur.get("selection_reused_from") and not ref.get("selection_reused_from"):
+            # a replayed selection made no selection call: the check would compare nothing
+            checks.append(Check(ref["method"], ref["task"], "fitted", True, False, False))
+            continue
+        if cur.get("error") or ref.get("error"):  # a fit that failed: it must fail (or succeed) as before
+            checks.append(Check(ref["method"], ref["task"], "failed", bool(ref.get("error")), bool(cur.get("error")),
+                                bool(cur.get("error")) == bool(ref.get("error"))))
             continue
         checks.append(Check(ref["method"], ref["task"], "score", ref["score"], cur["score"],
                             cur["score"] >= ref["score"] - tolerance - 1e-12))

@@ -22,3 +22,11 @@ class BudgetExhausted(Exception):
 
     Not a BenchError: selectors catch it, stop exploring and use what they have.
     """
+
+
+class FitFailed(Exception):
+    """A selector has nothing valid to offer for one (method, task), e.g. an LTR model with no data.
+
+    Not a BenchError: the runner records the failure on that row (score null, `error`), runs the
+    other methods, and the process exits non-zero (3) at the end.
+    """

@@ -27,6 +27,7 @@ class ItemRecord:
     selection_llm: str = ""  # the LLM behind the reward oracle when the demonstrations were selected
     query: str = ""  # the test question (truncated), for the exemplar table
     demo_questions: list[str] = field(default_factory=list)  # the demonstrations' questions (truncated)
+    select_info: dict = field(default_factory=dict)  # what select() did for this item (Selector.select_info)
 
 
 @dataclass
@@ -41,6 +42,8 @@ class FitSummary:
     trace: list[dict] = field(default_factory=list)
     group: str = ""  # row group of the paper's main table (Selector.table_group)
     reused_from: str = ""  # a saved-selection store this run replayed instead of fitting
+    warnings: list[str] = field(default_factory=list)  # the fit ran degraded (fallbacks, less data than asked)
+    error: str = ""  # the fit failed (FitFailed): the row has no score
 
 
 def append_jsonl(path: Path, rows: Iterable) -> None:

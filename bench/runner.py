@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 
 from bench.distributed import Dist
 from bench.encoder import Encoder
-from bench.errors import BenchError, BudgetExhausted, ConfigError
+from bench.errors import BenchError, BudgetExhausted, ConfigError, FitFailed
 from bench.items import Item
 from bench.llm import CallCache, CallLog, CallScope, GenerationParams, LLMClient, LLMSpec, make_backend
 from bench.llm.cache import text_hash
@@ -33,6 +33,7 @@ CALLS = "calls.jsonl"
 FITS = "fits.jsonl"
 RESULTS = "results.json"
 CONFIG = "config.json"
+RUN_CONFIG = "run_config.yaml"  # the resolved options; `--config` takes it back
 
 
 @dataclass
@@ -63,6 +64,7 @@ class RunConfig:
     selections: Path | None = None  # saved-selection store (None: OUT/../selections)
     reuse_selections: bool = True
     prices: Path | None = None  # price table for the report's token costs
+    options: dict = field(default_factory=dict)  # the resolved command-line options (written as run_config.yaml)
 
     @property
     def oracle_llm(self) -> LLMSpec:
@@ -130,7 +132,9 @@ class Runner:
             if name != "*" and name not in known:
                 raise ConfigError(f"--param names unknown method '{name}'")
         for name in self.methods:
-            create(name, self.params_for(name))  # parameter names and values checked up front
+            selector = create(name, self.params_for(name))  # parameter names and values checked up front
+            for task in self.tasks:
+                selector.check_task(task)
         self.out = Path(config.out)
 
     def params_for(self, method: str) -> dict:
@@ -157,6 +161,10 @@ class Runner:
             else:
                 methods = self.methods
             cfg_path.write_text(json.dumps({"identity": identity, "methods": methods}, indent=2))
+            if self.cfg.options:
+                import yaml
+
+                (self.out / RUN_CONFIG).write_text(yaml.safe_dump(self.cfg.options, sort_keys=False), encoding="utf-8")
         self.dist.barrier()
 
     def _clients(self) -> tuple[LLMClient, LLMClient]:
@@ -239,11 +247,18 @@ class Runner:
                 self.dist.barrier()
             summary = self._fit(task, splits, selector)
             if self.dist.is_main:
-                if (method, task.name) not in fits:
+                if (method, task.name) not in fits or fits[(method, task.name)].error:
                     append_jsonl(self.out / FITS, [summary])
                 if self.dist.world > 1:
                     self.dist.barrier()
-        picked = self._infer(task, selector, todo, test_ids, records_path)
+        if summary.error:
+            return  # the row reports the failure; the other methods still run
+        try:
+            picked = self._infer(task, selector, todo, test_ids, records_path)
+        except FitFailed as exc:  # a per-query selector that could not select (e.g. out of budget)
+            if self.dist.is_main:
+                append_jsonl(self.out / FITS, [replace(summary, error=str(exc))])
+            return
         if picked and not isinstance(selector, ReplaySelector):
             meta = {"method": method, "task": task.name, "selection_llm": self.selection_client.backend.describe()}
             self.store.save(key, meta, asdict(summary), picked, rank=self.dist.rank)
@@ -253,17 +268,24 @@ class Runner:
         ctx = FitContext(task=task, pool=splits.pool, validation=splits.validation, encoder=self.encoder,
                          oracle=oracle, seed=self.cfg.seed, k=selector.k, budget=self.cfg.llm_budget)
         began = time.perf_counter()
+        error = ""
         try:
             selector.fit(ctx)
         except BudgetExhausted:
             raise ConfigError(f"{selector.name} on {task.name} hit --llm-budget {self.cfg.llm_budget} and "
                               "could not recover (the selector did not handle its budget)") from None
+        except FitFailed as exc:
+            error = str(exc)
         seconds = time.perf_counter() - began
+        warnings = selector.fit_warnings
+        if oracle.budget_exhausted:
+            warnings.insert(0, f"stopped at --llm-budget {self.cfg.llm_budget} after {oracle.calls} selection "
+                               "calls and used what it had")
         return FitSummary(method=selector.name, task=task.name, level=selector.level,
                           group=selector.table_group or selector.level,
                           selection_seconds=round(seconds, 3), selection_calls=oracle.calls,
                           budget=self.cfg.llm_budget, budget_exhausted=oracle.budget_exhausted,
-                          trace=selector.trace())
+                          trace=selector.trace(), warnings=warnings, error=error)
 
     def _infer(self, task: Task, selector, items: list[Item], test_ids: set[str],
                records_path: Path) -> dict[str, list[Item]]:
@@ -281,11 +303,12 @@ class Runner:
                    unit="item", leave=False)
         for start in range(0, len(items), step):
             chunk = items[start:start + step]
-            demos, select_s = [], []
+            demos, select_s, infos = [], [], []
             for item in chunk:
                 began = time.perf_counter()
                 chosen = selector.select(item)
                 select_s.append(time.perf_counter() - began)
+                infos.append(selector.select_info())
                 leaked = [d.id for d in chosen if d.id in test_ids]
                 if leaked:
                     raise BenchError(f"{selector.name} chose test items as demonstrations: {', '.join(leaked)}")
@@ -304,7 +327,8 @@ class Runner:
                     gold=item.answer, score=float(scores[i]), latency_s=round(select_s[i] + gens[i].compute_s, 4),
                     select_s=round(select_s[i], 6), extra={k: v[i] for k, v in extras.items()},
                     llm=self.client.backend.model_id, selection_llm=self.selection_client.backend.model_id,
-                    query=item.question[:400], demo_questions=[d.question[:400] for d in demos[i]]))
+                    query=item.question[:400], demo_questions=[d.question[:400] for d in demos[i]],
+                    select_info=infos[i]))
             append_jsonl(records_path, rows)
             picked.update({item.id: demos[i] for i, item in enumerate(chunk)})
             bar.update(len(chunk))

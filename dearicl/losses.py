@@ -292,3 +292,26 @@ def pirank_loss(y_pred: torch.Tensor, y_true: torch.Tensor, tau: float = 5.0, k:
     ideal_labels = labels.sort(dim=-1, descending=True).values  # PiRank's hard NeuralSort of the labels
     ideal = ((torch.pow(2.0, ideal_labels) - 1.0) / (1e-10 + den))[:, :top].sum(dim=1)
     return 1.0 - dcg.sum() / (1e-10 + ideal.sum())
+
+
+def lambda_mrr_loss(y_pred: torch.Tensor, y_true: torch.Tensor, padded_value_indicator: float = PADDED,
+                    clamp: float = 50.0) -> torch.Tensor:
+    """UDR's list-wise ranking loss (Li et al. 2023, `lambda_mrr_loss` in their DPR fork).
+
+    For every pair of one slate with y_true[i] > y_true[j]: |1/pos_i - 1/pos_j| * log(1 + exp(-(s_i - s_j))),
+    where pos are 1-based ranks under the PREDICTED order (a LambdaRank weight on the reciprocal rank, not
+    differentiated) and s_i - s_j is clamped to [-clamp, clamp]. Mean over all valid pairs of the batch.
+    """
+    mask = y_true != padded_value_indicator
+    scores = y_pred.masked_fill(~mask, float("-inf"))
+    order = scores.detach().argsort(dim=-1, descending=True)
+    positions = torch.empty_like(order).scatter_(-1, order, torch.arange(1, y_pred.shape[-1] + 1,
+                                                                          device=y_pred.device).expand_as(order))
+    reciprocal = 1.0 / positions.to(y_pred.dtype)
+    weight = (reciprocal[:, :, None] - reciprocal[:, None, :]).abs()
+    pairs = (y_true[:, :, None] > y_true[:, None, :]) & mask[:, :, None] & mask[:, None, :]
+    diff = (y_pred[:, :, None] - y_pred[:, None, :]).clamp(-clamp, clamp)
+    terms = weight * torch.nn.functional.softplus(-diff)
+    if not pairs.any():
+        return y_pred.sum() * 0.0
+    return terms[pairs].mean()

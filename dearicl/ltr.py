@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bench.errors import BudgetExhausted, ConfigError
+from bench.errors import BudgetExhausted, ConfigError, FitFailed
 from bench.items import Item
 from dearicl.arms import arm_embeddings, slot_similarity_features
 from dearicl.losses import PADDED, lambda_loss, listnet, neural_ndcg, pirank_loss
@@ -23,7 +23,8 @@ from dearicl.surrogates import mlp
 from methods.base import FitContext, register
 
 LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
-    "pirank": lambda y_pred, y_true: pirank_loss(y_pred, y_true, tau=5.0),
+    # PiRank's script defaults: tau 5, NDCG cutoff 15, straight-through estimator on (pirank_simple.py flags)
+    "pirank": lambda y_pred, y_true: pirank_loss(y_pred, y_true, tau=5.0, k=15, ste=True),
     "neural_ndcg": lambda y_pred, y_true: neural_ndcg(y_pred, y_true, temperature=1.0),
     "listnet": listnet,
     "ndcgloss2pp": lambda y_pred, y_true: lambda_loss(y_pred, y_true, weighing_scheme="ndcgLoss2PP_scheme"),
@@ -102,10 +103,10 @@ class SlateTransformer(nn.Module):
         return self.head(h).squeeze(-1)
 
 
-def train_ranker(model: nn.Module, loss_name: str, slates: Slates, *, epochs: int, batch_size: int, lr: float,
+def train_ranker(model: nn.Module, loss: str | Callable, slates: Slates, *, epochs: int, batch_size: int, lr: float,
                  seed: int) -> list[float]:
-    """Adam over mini-batches of slates; returns the mean loss per epoch."""
-    loss_fn = LOSSES[loss_name]
+    """Adam over mini-batches of slates (loss: a name in LOSSES or a callable); returns the mean loss per epoch."""
+    loss_fn = LOSSES[loss] if isinstance(loss, str) else loss
     gen = torch.Generator().manual_seed(seed)
     x, y = torch.as_tensor(slates.features), torch.as_tensor(slates.labels)
     keep = (y != PADDED).sum(dim=1) >= 2  # a slate needs two observed arms to say anything about order
@@ -133,6 +134,7 @@ def train_ranker(model: nn.Module, loss_name: str, slates: Slates, *, epochs: in
 
 # ---- the selectors' shared part ----------------------------------------------------------------
 LTR_DATA = ("own", "dearicl")
+CANDIDATES = ("dearicl", "all")  # test-time candidates: DEARICL's U_t/C_t shortlist, or every arm
 DEARICL_DATA = "@dearicl-data"  # name suffix of the data-ablation variant
 
 
@@ -163,6 +165,8 @@ class LTRSelector(BanditSelector):
     ``ltr_data="own"``: a classical LTR pipeline, `train_arms` random arms plus `negatives` arms whose
     examples are least similar to the validation set, each pulled once on all validation queries;
     ``ltr_data="dearicl"``: the (arm, query, reward) observations logged by the DEARICL run (Table 3).
+    ``candidates="all"`` ranks every arm at test time instead of DEARICL's shortlist.
+    A fit with no slate of two observed arms fails (FitFailed): it never ranks with an untrained model.
     """
 
     level = "instance"
@@ -171,34 +175,51 @@ class LTRSelector(BanditSelector):
 
     def __init__(self, k: int = 5, ltr_data: str = "own", train_arms: int = 20, negatives: int = 10,
                  label_scale: float = 4.0, epochs: int = 100, batch_size: int = 16, ltr_lr: float = 1e-4,
-                 normalise: bool = False, **bandit):
+                 normalise: bool = False, candidates: str = "dearicl", **bandit):
         super().__init__(k, **bandit)
         if ltr_data not in LTR_DATA:
             raise ConfigError(f"ltr_data must be one of {', '.join(LTR_DATA)}, got '{ltr_data}'")
+        if candidates not in CANDIDATES:
+            raise ConfigError(f"candidates must be one of {', '.join(CANDIDATES)}, got '{candidates}'")
+        self.candidates = candidates
         self.ltr_data, self.train_arms, self.negatives, self.label_scale = ltr_data, train_arms, negatives, label_scale
         self.epochs, self.ltr_batch_size, self.ltr_lr, self.normalise = epochs, batch_size, ltr_lr, normalise
 
     def make_model(self, d_in: int) -> nn.Module:
         raise NotImplementedError
 
+    def loss(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        return LOSSES[self.loss_name]
+
     def fit(self, ctx: FitContext) -> "LTRSelector":
         result = self.fit_neural(ctx)  # the candidate set (and, for ltr_data="dearicl", the training data)
-        self.candidates_ = np.array(result.seen)
         prep = self.prep_
+        self.candidates_ = np.array(result.seen) if self.candidates == "dearicl" else np.arange(len(prep.arms))
         self.arm_emb_ = arm_embeddings(prep.arms, prep.demo_emb)
         if self.ltr_data == "dearicl":
             sums, counts = self.surrogate_.reward_sum, self.surrogate_.reward_count
+            asked = None
         else:
             sums, counts = self._own_pulls(ctx)
+            asked = self.train_arms + self.negatives
+        self.training_arms_ = int((counts.sum(axis=1) > 0).sum())
         slates = slates_from_rewards(prep.val_emb, self.arm_emb_, sums, counts, self.label_scale)
-        self.shift_, self.scale_ = (standardiser(slates.features) if self.normalise and slates.features.size
-                                    else (0.0, 1.0))
+        usable = int(((slates.labels != PADDED).sum(axis=1) >= 2).sum()) if slates.labels.size else 0
+        source = "the DEARICL run's log" if self.ltr_data == "dearicl" else "its own pulls"
+        if usable == 0:
+            raise FitFailed(f"{self.name}: no training data: {self.training_arms_} arm(s) observed in {source}, and a "
+                            "slate needs two; raise --llm-budget (the shared DEARICL bandit spends it first)")
+        if asked is not None and self.training_arms_ < asked:
+            self.warn(f"trained on {self.training_arms_} of the {asked} arms asked for (the budget ran out)")
+        if usable < len(ctx.validation):
+            self.warn(f"trained on {usable} of {len(ctx.validation)} validation slates (the others had < 2 arms)")
+        self.shift_, self.scale_ = standardiser(slates.features) if self.normalise else (0.0, 1.0)
         slates.features = (slates.features - self.shift_) / self.scale_
         torch.manual_seed(ctx.seed)
         self.model_ = self.make_model(slates.features.shape[-1])
-        self.losses_ = train_ranker(self.model_, self.loss_name, slates, epochs=self.epochs,
+        self.losses_ = train_ranker(self.model_, self.loss(), slates, epochs=self.epochs,
                                     batch_size=self.ltr_batch_size, lr=self.ltr_lr, seed=ctx.seed)
-        self.training_arms_ = int((counts.sum(axis=1) > 0).sum())
+        self.model_.eval()  # dropout off at test time
         return self
 
     def _own_pulls(self, ctx: FitContext) -> tuple[np.ndarray, np.ndarray]:
@@ -228,7 +249,8 @@ class LTRSelector(BanditSelector):
 
     def trace(self) -> list[dict]:
         losses = getattr(self, "losses_", [])
-        ltr = {"ltr": True, "loss": self.loss_name, "ltr_data": self.ltr_data, "epochs": len(losses),
+        ltr = {"ltr": True, "loss": self.loss_name, "ltr_data": self.ltr_data, "candidate_set": self.candidates,
+               "epochs": len(losses),
                "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None,
                "training_arms": getattr(self, "training_arms_", 0), "candidates": len(getattr(self, "candidates_", []))}
         return super().trace() + [ltr]

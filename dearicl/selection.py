@@ -5,7 +5,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from bench.errors import BudgetExhausted
+from bench.errors import BudgetExhausted, FitFailed
 from bench.items import Item
 from dearicl.arms import ArmSet, arm_embeddings, build_arms
 from dearicl.bandit import BanditConfig, BanditResult, GapIndexTopM
@@ -57,15 +57,14 @@ class BanditSelector(Selector):
     """Common parameters and bookkeeping of the bandit selectors (CASE and DEARICL families)."""
 
     surrogate_kind = "neural"  # or "linear"
-    default_patience = 0  # Algorithm 1 stops on the gap alone; CASE's script also waits (see case_*.py)
 
     def __init__(self, k: int = 5, n_arms: int = 100, m: int = 10, challengers: int = 5, epsilon: float = 0.1,
                  delta: float = 0.05, rule: str = "greedy", cold_start: int = 5, max_pulls: int | None = None,
                  beta: str = "heuristic", sigma: float = 0.5, hidden: tuple[int, ...] = (256, 128),
                  dropout: float = 0.1, lr: float = 1e-3, epochs_per_round: int = 4, mc_passes: int = 256,
-                 tau: float = 1.0, patience: int | None = None):
+                 tau: float = 1.0, patience: int = 0):
         super().__init__(k)
-        self.patience = self.default_patience if patience is None else patience
+        self.patience = patience  # 0: Algorithm 1's gap rule alone; CASE's script also waits 20 rounds
         self.n_arms, self.m, self.challengers, self.epsilon, self.delta = n_arms, m, challengers, epsilon, delta
         self.rule, self.cold_start, self.max_pulls, self.beta, self.sigma = rule, cold_start, max_pulls, beta, sigma
         self.neural = NeuralConfig(hidden=tuple(hidden), dropout=dropout, lr=lr, epochs_per_round=epochs_per_round,
@@ -99,12 +98,25 @@ class BanditSelector(Selector):
         self.encoder_ = ctx.encoder
         return self.run_bandit(ctx, prep, self.surrogate_, **overrides)
 
+    def require_pulls(self, result: BanditResult) -> None:
+        """A surrogate that saw no reward is untrained: refuse to select with it."""
+        if result.pulls == 0:
+            raise FitFailed(f"{self.name}: no arm was pulled before the budget ended, so the {self.surrogate_kind} "
+                            "surrogate is untrained; raise --llm-budget")
+
+    def settings(self) -> dict:
+        """The bandit's stop rule and hyperparameters, for the report's settings list."""
+        rule = "gap index <= epsilon" + (f" and U_t unchanged for {self.patience} rounds" if self.patience else "")
+        return {"stop_rule": rule, "epsilon": self.epsilon, "delta": self.delta, "m": self.m,
+                "challengers": self.challengers, "n_arms": self.n_arms, "cold_start": self.cold_start,
+                "max_pulls": self.max_pulls, "selection_rule": self.rule, "surrogate": self.surrogate_kind}
+
     def trace(self) -> list[dict]:
         result = getattr(self, "result_", None)
         if result is None:
             return []
         summary = {"summary": True, "pulls": result.pulls, "rounds": result.rounds, "stopped_by": result.stopped_by,
-                   "surrogate": self.surrogate_kind}
+                   "surrogate": self.surrogate_kind, "settings": self.settings()}
         return result.trace + [summary]
 
     def demos_of(self, arm: int) -> list[Item]:

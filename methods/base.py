@@ -63,6 +63,23 @@ class Selector(ABC):
         """Per-round convergence data (gap index, regret, pulls); empty for one-shot selectors."""
         return []
 
+    def select_info(self) -> dict:
+        """What the last `select` did, stored on its record (e.g. a per-query bandit's pulls and calls)."""
+        return {}
+
+    def warn(self, message: str) -> None:
+        """Record that the fit ran degraded (a fallback, less data than asked); shown on the result row."""
+        warnings = self.__dict__.setdefault("warnings_", [])
+        if message not in warnings:
+            warnings.append(message)
+
+    @property
+    def fit_warnings(self) -> list[str]:
+        return list(self.__dict__.get("warnings_", []))
+
+    def check_task(self, task) -> None:
+        """Raise ConfigError when the selector cannot run on this task; called before any model loads."""
+
     def check_pool(self, ctx: FitContext) -> None:
         if self.k > len(ctx.pool):
             raise ConfigError(f"{self.name}: k={self.k} is larger than the pool of task '{ctx.task.name}' "

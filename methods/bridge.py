@@ -16,6 +16,8 @@ A candidate answered wrongly keeps its current rationale; one never sees itself 
 re-answered (it could copy). Tasks without rationales (translation) skip the generate step. Each optimize keeps
 the scores of subsets whose rationales did not change and re-scores the incumbent first if they did.
 Demonstrations keep pool order, so the prompt scored on validation is exactly the one used at test time.
+Under --llm-budget the best subset scored so far is used (a warning on the result row); with none scored
+the fit fails.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 from threadpoolctl import threadpool_limits
 
-from bench.errors import BudgetExhausted, ConfigError
+from bench.errors import BudgetExhausted, ConfigError, FitFailed
 from bench.items import Item
 from methods.base import FitContext, Selector, register
 
@@ -121,8 +123,11 @@ class Bridge(Selector):
                 if round_no < self.rounds:
                     self.generate(ctx, round_no)
         except BudgetExhausted:
-            pass  # finish with the best subset scored so far
-        self.demos_ = list(self.best_.demos) if self.best_ else self.candidates_[: self.k]
+            if self.best_ is None:
+                raise FitFailed("bridge: --llm-budget ended before any subset was scored; raise the budget") from None
+            self.warn(f"--llm-budget ended the optimisation after {len(self.cache_)} subset evaluations: the best "
+                      "subset scored so far is used")
+        self.demos_ = list(self.best_.demos)
         return self
 
     def select(self, query: Item) -> list[Item]:

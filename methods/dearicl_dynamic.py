@@ -14,7 +14,9 @@ class DearIclDynamic(BanditSelector):
     table_group = "bandit+ltr"
 
     def fit(self, ctx: FitContext) -> "DearIclDynamic":
-        self.candidates_ = np.array(self.fit_neural(ctx).seen)
+        result = self.fit_neural(ctx)
+        self.require_pulls(result)
+        self.candidates_ = np.array(result.seen)
         return self
 
     def select(self, query: Item) -> list[Item]:

@@ -15,7 +15,7 @@ class DearIclNoExplore(DearIclDynamic):
 
     def fit(self, ctx: FitContext) -> "DearIclNoExplore":
         # the cold start only: M random arms pulled once, then as many updates as a bandit run would make
-        self.fit_neural(ctx, cold_start=self.initial_arms, max_pulls=self.initial_arms)
+        self.require_pulls(self.fit_neural(ctx, cold_start=self.initial_arms, max_pulls=self.initial_arms))
         for _ in range(self.train_rounds):
             self.surrogate_.update()
         self.candidates_ = np.arange(len(self.prep_.arms))  # no exploration trace: rank every arm

@@ -12,6 +12,7 @@ class DearIclStatic(BanditSelector):
 
     def fit(self, ctx: FitContext) -> "DearIclStatic":
         result = self.fit_neural(ctx)
+        self.require_pulls(result)
         self.best_arm_ = rescore(self.prep_.env, result.top_m, observed_rewards(self.prep_.env, ctx.oracle))
         return self
 

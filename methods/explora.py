@@ -1,17 +1,32 @@
 """EXPLORA (Purohit et al., EMNLP 2024): static exemplar subset selection with a linear loss surrogate.
 
-Arms are CASE's k-subsets (one pool example per KMeans cluster). The surrogate gives each pool example
-a weight alpha_i; the predicted loss of subset S on validation item v is sum_{i in S} alpha_i cos(e_i, v),
-with alpha fit by ridge least squares on every observed (subset, validation item) loss, loss = 1 -
-BERTScore reward. A working set U of subsets improves by swapping its worst subset for the best
-predicted one outside it; a probe set V of the highest-predicted-loss subsets outside U is evaluated
-each round to correct the surrogate. The best observed subset of U is used for every query.
+Follows the authors' code (kiranpurohit/EXPLORA, GSM8K/explora+SC.py):
+- arms are CASE's k-subsets (one pool example per KMeans cluster, 100 arms);
+- a random working set U (10 subsets) and probe set V (5 subsets) are evaluated by the LLM;
+- the surrogate gives each pool example a weight alpha_i; the predicted loss of subset S on validation
+  item v is sum_{i in S} alpha_i cos(e_i, v), with alpha fit by least squares on the rows of the CURRENT
+  U and V only (|U| x |val| + |V| x |val| rows), unregularised (numpy's minimum-norm `lstsq`);
+- each of 15 iterations swaps the U subset with the worst PREDICTED loss for the best predicted subset
+  outside U, evaluates the newcomer with the LLM, and re-draws V as the |V| subsets outside U with the
+  highest predicted loss, all evaluated with the LLM (an arm seen before is evaluated again: new samples);
+- at the end U is evaluated once more on validation and its best subset by that evaluation serves every
+  query.
+
+Deviations, with reasons:
+- loss = 1 - BERTScore reward of the generated rationale (the DEARICL paper's reward for every selector),
+  not the authors' 0/1 self-consistency error (10 samples at temperature 0.5);
+- embeddings are the project's encoder, not the authors' precomputed pickles or bert-base mean pooling;
+- the authors also evaluate every arm outside U at the start and the swapped-out arm each iteration, for
+  diagnostic plots only; those calls do not affect the result and are not made here;
+- `reg` (default 0, the authors' setting) adds an optional ridge term.
+Under `--llm-budget` the loop stops where the budget ends and keeps the best observed subset of U (a
+warning on the result row); with no subset evaluated the fit fails.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from bench.errors import BudgetExhausted, ConfigError
+from bench.errors import BudgetExhausted, ConfigError, FitFailed
 from bench.items import Item
 from dearicl.selection import prepare
 from methods.base import FitContext, Selector, register
@@ -31,19 +46,19 @@ def surrogate_features(members: np.ndarray, sims: np.ndarray) -> tuple[np.ndarra
 
 
 def fit_alpha(design: np.ndarray, losses: np.ndarray, reg: float) -> np.ndarray:
-    """Ridge least squares, min ||X a - y||^2 + reg ||a||^2, solved by numpy's lstsq on the stacked system."""
+    """Least squares min ||X a - y||^2 (+ reg ||a||^2): numpy's lstsq, minimum-norm when underdetermined."""
     n_cols = design.shape[1]
     stacked = np.vstack([design, np.sqrt(reg) * np.eye(n_cols)]) if reg > 0 else design
     target = np.concatenate([losses, np.zeros(n_cols)]) if reg > 0 else losses
     return np.linalg.lstsq(stacked, target, rcond=None)[0]
 
 
-def choose_swap(working: list[int], observed_loss: dict[int, float], predicted: np.ndarray) -> tuple[int, int] | None:
-    """(worst arm of U by observed mean loss, best arm outside U by predicted loss); None if U holds every arm."""
+def choose_swap(working: list[int], predicted: np.ndarray) -> tuple[int, int] | None:
+    """(arm of U with the worst predicted loss, arm outside U with the best); None if U holds every arm."""
     outside = [a for a in range(len(predicted)) if a not in working]
     if not outside:
         return None
-    worst = max(working, key=lambda a: observed_loss[a])
+    worst = max(working, key=lambda a: predicted[a])
     best = min(outside, key=lambda a: predicted[a])
     return worst, best
 
@@ -59,7 +74,7 @@ class Explora(Selector):
     level = "task"
 
     def __init__(self, k: int = 5, n_arms: int = 100, u_size: int = 10, v_size: int = 5, iterations: int = 15,
-                 reg: float = 1e-3):
+                 reg: float = 0.0):
         super().__init__(k)
         if n_arms < 1 or u_size < 1 or v_size < 0 or iterations < 0:
             raise ConfigError("explora: n_arms and u_size must be >= 1, v_size and iterations >= 0")
@@ -73,35 +88,43 @@ class Explora(Selector):
         n_arms = len(prep.arms)
         self.used_, self.phi_ = surrogate_features(prep.arms.members, prep.demo_emb @ prep.val_emb.T)
         self.pulls_: list[tuple[int, np.ndarray]] = []  # (arm, per-validation-item loss) of every pull
+        self.latest_: dict[int, np.ndarray] = {}  # the last evaluation of each arm (the surrogate's rows)
         self.trace_: list[dict] = []
         rng = np.random.default_rng(ctx.seed)
         order = [int(a) for a in rng.permutation(n_arms)]
         u_size = min(self.u_size, n_arms)
         self.working_ = order[:u_size]
-        probes = order[u_size:u_size + self.v_size]
+        self.probes_ = order[u_size:u_size + self.v_size]
         self.stopped_by_ = "iterations"
+        self.final_loss_: dict[int, float] = {}
         try:
-            for arm in self.working_ + probes:
+            for arm in self.working_ + self.probes_:
                 self._evaluate(arm)
             self._record(ctx, 0)
             for iteration in range(1, self.iterations + 1):
                 predicted = self.predicted_losses()
-                swap = choose_swap(self.working_, self.observed_losses(), predicted)
+                swap = choose_swap(self.working_, predicted)
                 if swap is None:
                     break
                 worst, best = swap
-                self._evaluate(best)  # swapped in only once the LLM has scored it
+                self._evaluate(best)
                 self.working_ = [best if a == worst else a for a in self.working_]
-                for arm in highest_predicted(self.working_, predicted, self.v_size):
+                self.probes_ = highest_predicted(self.working_, predicted, self.v_size)
+                for arm in self.probes_:
                     self._evaluate(arm)
                 self._record(ctx, iteration, swapped_out=worst, swapped_in=best)
+            for arm in self.working_:  # the final evaluation of U picks the subset that is used
+                self.final_loss_[arm] = float(self._evaluate(arm).mean())
         except BudgetExhausted:
             self.stopped_by_ = "budget"
-        self.best_arm_ = self._best_observed()
+        self.best_arm_ = self._best(ctx)
         return self
 
-    def _evaluate(self, arm: int) -> None:
-        self.pulls_.append((arm, 1.0 - np.asarray(self.prep_.env.pull(arm), dtype=np.float64)))
+    def _evaluate(self, arm: int) -> np.ndarray:
+        loss = 1.0 - np.asarray(self.prep_.env.pull(arm), dtype=np.float64)
+        self.pulls_.append((arm, loss))
+        self.latest_[arm] = loss
+        return loss
 
     def observed_losses(self) -> dict[int, float]:
         """Mean validation loss per arm over all its pulls."""
@@ -111,18 +134,23 @@ class Explora(Selector):
         return {arm: float(np.mean(values)) for arm, values in by_arm.items()}
 
     def predicted_losses(self) -> np.ndarray:
-        """Refit alpha on every observed (arm, validation item) loss; mean predicted loss of each arm."""
-        design = np.concatenate([self.phi_[arm] for arm, _ in self.pulls_])
-        losses = np.concatenate([loss for _, loss in self.pulls_])
+        """Refit alpha on the current U and V (their latest evaluations); mean predicted loss of each arm."""
+        current = [a for a in dict.fromkeys(self.working_ + self.probes_) if a in self.latest_]
+        design = np.concatenate([self.phi_[arm] for arm in current])
+        losses = np.concatenate([self.latest_[arm] for arm in current])
         self.alpha_ = fit_alpha(design, losses, self.reg)
         return (self.phi_ @ self.alpha_).mean(axis=1)
 
-    def _best_observed(self) -> int:
+    def _best(self, ctx: FitContext) -> int:
+        """U's best subset by the final evaluation; under a budget, the best observed (with a warning)."""
+        if len(self.final_loss_) == len(self.working_):
+            return min(self.working_, key=lambda a: self.final_loss_[a])
         observed = self.observed_losses()
-        in_working = [a for a in self.working_ if a in observed]
-        scored = in_working or list(observed)  # budget ran out before U was scored: best of what was
+        scored = [a for a in self.working_ if a in observed] or list(observed)
         if not scored:
-            return self.working_[0]
+            raise FitFailed("explora: --llm-budget ended before any subset was evaluated; raise the budget")
+        self.warn(f"the budget ended after {len(self.pulls_)} evaluations, before the final evaluation of U: "
+                  "the subset with the best mean observed loss is used")
         return min(scored, key=lambda a: observed[a])
 
     def _record(self, ctx: FitContext, iteration: int, swapped_out: int | None = None,

@@ -1,4 +1,20 @@
-"""Maximal marginal relevance (Ye et al. 2023): relevance to the query traded against redundancy."""
+"""Maximal marginal relevance (Ye et al. 2023, "Complementary Explanations for Effective In-Context Learning").
+
+Follows the MMR baseline of the EXPLORA repository (kiranpurohit/EXPLORA, GSM8K/MMR+SC.py), which the
+DEARICL paper's authors ran:
+- relevance: cosine of every pool item to the query, min-max scaled over the candidates and then mapped
+  to 0.5 + z-score (the min-max step does not change a z-score, so it is folded away here);
+- redundancy: cosine of every candidate to each chosen example, normalised the same way per chosen
+  example (column-wise over the candidates);
+- the first pick is the most similar item by raw cosine; every later pick maximises
+  lam * relevance - (1 - lam) * max redundancy to the chosen ones, lam = 0.7;
+- every pool item is a candidate; the prompt keeps the selection order (the most relevant first).
+
+Deviations: embeddings are the project's encoder (all-MiniLM-L6-v2) of question + rationale rather than
+the authors' precomputed ones. In their code the candidate-candidate matrix keeps its diagonal when
+normalising (a mask is overwritten); computing only the chosen columns, as here, gives the same columns.
+`shortlist` (default: off) restricts candidates to the most relevant items, for speed on large pools.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -9,35 +25,41 @@ from methods.base import register
 from methods.knn import KNN
 
 
-def mmr_order(query_sims: np.ndarray, pair_sims: np.ndarray, k: int, lam: float) -> list[int]:
-    """Greedy MMR: argmax lam * sim(q, d) - (1 - lam) * max_{s in chosen} sim(d, s)."""
-    chosen: list[int] = []
-    candidates = np.ones(len(query_sims), dtype=bool)
-    for _ in range(min(k, len(query_sims))):
-        redundancy = pair_sims[:, chosen].max(axis=1) if chosen else np.zeros(len(query_sims))
-        score = lam * query_sims - (1 - lam) * redundancy
-        score[~candidates] = -np.inf
+def centred(x: np.ndarray) -> np.ndarray:
+    """0.5 + z-score along the candidate axis (axis 0), as the authors normalise similarities."""
+    std = x.std(axis=0)
+    return 0.5 + (x - x.mean(axis=0)) / np.where(std > 0, std, 1.0)
+
+
+def mmr_order(query_sims: np.ndarray, embeddings: np.ndarray, k: int, lam: float) -> list[int]:
+    """Indices of the k picks in selection order (EXPLORA's MMR: normalised similarities, raw-cosine first pick)."""
+    relevance = centred(query_sims)
+    chosen = [int(np.argmax(query_sims))]
+    redundancy = centred(embeddings @ embeddings[chosen[0]])  # one normalised column per chosen example
+    while len(chosen) < min(k, len(query_sims)):
+        score = lam * relevance - (1 - lam) * redundancy
+        score[chosen] = -np.inf
         best = int(np.argmax(score))
         chosen.append(best)
-        candidates[best] = False
+        redundancy = np.maximum(redundancy, centred(embeddings @ embeddings[best]))
     return chosen
 
 
 @register("mmr")
 class MMR(KNN):
-    """Maximal marginal relevance over the KNN shortlist (lam = 1 is plain KNN)."""
+    """Maximal marginal relevance with the EXPLORA repository's normalisation (lam = 1 is plain KNN)."""
 
-    def __init__(self, k: int = 5, lam: float = 0.5, shortlist: int = 100):
+    def __init__(self, k: int = 5, lam: float = 0.7, shortlist: int | None = None):
         super().__init__(k)
         if not 0.0 <= lam <= 1.0:
             raise ConfigError(f"mmr: lam must be in [0, 1], got {lam}")
+        if shortlist is not None and shortlist < k:
+            raise ConfigError(f"mmr: shortlist ({shortlist}) must be at least k ({k})")
         self.lam = lam
         self.shortlist = shortlist
 
     def select(self, query: Item) -> list[Item]:
         sims = self.query_similarities(query)
-        # MMR over the most relevant shortlist only: redundancy among far items does not matter.
-        short = np.argsort(-sims, kind="stable")[: max(self.shortlist, self.k)]
-        emb = self.pool_emb_[short]
-        order = mmr_order(sims[short], emb @ emb.T, self.k, self.lam)
-        return [self.pool_[short[i]] for i in order[::-1]]
+        short = np.argsort(-sims, kind="stable")[: self.shortlist] if self.shortlist else np.arange(len(sims))
+        order = mmr_order(sims[short], self.pool_emb_[short], self.k, self.lam)
+        return [self.pool_[short[i]] for i in order]

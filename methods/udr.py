@@ -1,17 +1,46 @@
 """UDR, the Unified Demonstration Retriever (Li et al. 2023, ACL): a bi-encoder trained on LM feedback.
 
-Training queries are the validation items (plus `extra_queries` pool items, never their own candidates).
-For each one, BM25 over the pool questions proposes `n_candidates` deduplicated demonstrations; the LLM
-scores each by the log-likelihood of the query's gold output given the 1-shot prompt
-``task.prefix([candidate]) + task.format_query(query)``. The score is the SUM over target tokens (minus
-UDR's LM loss of the target; all candidates of a query share the target, so normalising per token would
-not change their order). A copy of the project's sentence encoder is fine-tuned with UDR's listwise
-ranking loss: candidates get relevance 1/rank by LM score, and the loss is
-sum_{r_i < r_j} |1/r_i - 1/r_j| * log(1 + exp(s_j - s_i)) over pairs of the slate, i.e. the project's
-``lambda_loss`` with the ``rankNetWeightedByGTDiff_scheme`` weights. In-batch negatives are the other
-queries' candidates, added to the slate with label 0. Scores s = `scale` * cosine similarity. With
-``rounds > 1`` the tuned retriever re-mines each query's top candidates (UDR's iterative mining) and
-only the new (query, candidate) pairs are scored. Test time: dense top-k by cosine similarity.
+Follows the authors' code (KaiLv69/UDR, its DPR fork and scripts):
+- training queries are pool items (`n_train_queries`, seeded; test and validation items never);
+- BM25 proposes `n_candidates` (50) pool items per query, searched on the gold OUTPUT field of both the
+  query and the corpus (their `setup_type="a"`; `bm25_field="question"` searches questions), the
+  query itself and repeated questions left out;
+- the LLM scores each candidate by the log-likelihood of the query's gold output after the 1-shot prompt
+  ``task.prefix([candidate]) + task.format_query(query)`` (counted oracle calls); a query's list is sorted
+  best first. Their score is the mean per-token loss; the sum used here gives the same order, because all
+  candidates of a query share the target;
+- a bi-encoder: separate query and candidate encoders (their two BERTs), query text = the question, candidate
+  text = question + gold output; similarity = dot product;
+- each step samples `sample_size` (8) candidates per query: `top_sample` (1) from the best `top_k` (5), one
+  from the worst 5, the rest from the middle, re-sorted by LM score; relevance of the j-th is 1/j;
+- loss = `rank_loss_factor` (4) x UDR's lambda-MRR list-wise loss (`dearicl.losses.lambda_mrr_loss`) +
+  an in-batch cross-entropy: each query against every sampled candidate of the batch, its own best sample
+  the positive;
+- AdamW (lr 1.3e-4, eps 1e-8, no weight decay), linear warm-up then linear decay, gradient norm clipped at 2,
+  10 epochs; three training rounds, each from the initial encoder, with re-mining between them: the round's
+  retriever fetches `n_candidates` per query, only new pairs are scored, and they are merged into the list;
+- test time: dense top-k by the final query and candidate encoders, the most similar demonstration last
+  (next to the query), as their `order: ascending`.
+
+Deviations, with reasons:
+- the encoders start from all-MiniLM-L6-v2 (mean pooling, L2-normalised; the offline encoder), not
+  bert-base-uncased with [CLS] pooling; its unit-norm outputs need a temperature, so the similarity is
+  `scale` (20) x the dot product;
+- the scoring LM is the run's selection LLM (not GPT-Neo-2.7B) and the prompt is the task's prompt;
+- `n_train_queries` (200) pool items instead of the whole training split, batches of `batch_queries` (16)
+  queries instead of 128 x 4 accumulation, and the warm-up is the first 10% of steps instead of 2,000 steps,
+  so that a CPU run is feasible; one task per run (their batches are single-task too);
+- candidates with tied LM scores share the better relevance (no pair between them);
+- test-time k is the run's k (theirs fills a 1,600-token window).
+A budget that ends the LM scoring early trains on the lists scored so far (a warning on the result row);
+with no scored list the fit fails: the untuned encoder would be KNN under UDR's name.
+
+`udr@dearicl-data` (run by `--ltr-data dearicl`, the paper's Table 3) is the same bi-encoder, loss and
+sampling applied to the subset-level problem of the other LTR baselines: a list is one validation query
+with the arms the DEARICL run observed on it, sorted by mean reward; an arm's embedding is the mean of its
+demonstrations' candidate-encoder embeddings (five demonstrations exceed MiniLM's 256-token window as one
+text); at test time it ranks DEARICL's candidate arms. It shares the encoder, loss and training loop with
+the instance-level UDR, which ranks single pool items by their own LM scores.
 """
 from __future__ import annotations
 
@@ -25,13 +54,15 @@ import torch.nn.functional as F
 from rank_bm25 import BM25Okapi
 
 from bench.encoder import item_text
-from bench.errors import BudgetExhausted, ConfigError
+from bench.errors import BudgetExhausted, ConfigError, FitFailed
 from bench.items import Item
 from bench.tasks.base import normalise_text
-from dearicl.losses import PADDED, lambda_loss
+from dearicl.losses import PADDED, lambda_mrr_loss
+from dearicl.ltr import LTRSelector
 from methods.base import FitContext, Selector, register
 
 WORD = re.compile(r"\w+")
+BM25_FIELDS = ("output", "question")
 
 
 def bm25_tokens(text: str) -> list[str]:
@@ -54,86 +85,193 @@ def embed(model, texts: Sequence[str]) -> torch.Tensor:
 
 def encode_texts(model, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
     """Inference-time embeddings (float32 numpy) from a model in eval mode."""
+    model.eval()
     with torch.no_grad():
         parts = [embed(model, texts[i:i + batch_size]).cpu().numpy() for i in range(0, len(texts), batch_size)]
     return np.concatenate(parts).astype(np.float32)
 
 
+def embed_candidates(model, candidates: Sequence[tuple[str, ...]]) -> torch.Tensor:
+    """One vector per candidate: a candidate is one text (a pool item) or several (an arm: their mean)."""
+    flat = [t for texts in candidates for t in texts]
+    vectors = embed(model, flat)
+    sizes = torch.tensor([len(texts) for texts in candidates])
+    owner = torch.repeat_interleave(torch.arange(len(candidates)), sizes)
+    summed = torch.zeros(len(candidates), vectors.shape[1], dtype=vectors.dtype).index_add_(0, owner, vectors)
+    return summed / sizes[:, None].to(vectors.dtype)
+
+
 @dataclass
 class ScoredList:
-    """One training query with its candidates and their LM scores (log-likelihood of the gold output)."""
+    """One training query with its candidates, best first by LM score (or mean reward)."""
 
-    query: Item
-    candidates: list[Item]
+    query_text: str
+    keys: list  # pool item ids (instance level) or arm indices (subset level)
+    texts: list[tuple[str, ...]]
     scores: np.ndarray
+
+    def sorted(self) -> "ScoredList":
+        order = np.argsort(-self.scores, kind="stable")
+        return ScoredList(self.query_text, [self.keys[i] for i in order], [self.texts[i] for i in order],
+                          self.scores[order])
+
+
+@dataclass
+class UDRTraining:
+    """UDR's training loop for a bi-encoder on scored lists (shared by the instance and subset rankers)."""
+
+    epochs: int = 10
+    lr: float = 1.3e-4
+    batch_queries: int = 16
+    sample_size: int = 8
+    top_sample: int = 1
+    top_k: int = 5
+    rank_loss_factor: float = 4.0
+    scale: float = 20.0
+    warmup: float = 0.1
+    grad_clip: float = 2.0
+
+    def validate(self, owner: str) -> None:
+        for name in ("epochs", "batch_queries", "sample_size", "top_k"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ConfigError(f"{owner}: {name} must be an integer >= 1, got {getattr(self, name)!r}")
+        if not 0 <= self.top_sample < self.sample_size:
+            raise ConfigError(f"{owner}: top_sample must be in [0, sample_size), got {self.top_sample}")
+        if not (self.lr > 0 and self.scale > 0 and 0 <= self.warmup < 1 and self.rank_loss_factor >= 0):
+            raise ConfigError(f"{owner}: lr and scale must be > 0, warmup in [0, 1), rank_loss_factor >= 0")
+
+    def sample(self, scored: ScoredList, rng: np.random.Generator) -> list[int]:
+        """Indices into a best-first list: top_sample of the best top_k, one of the worst 5, the rest between."""
+        n = len(scored.keys)
+        if n <= self.sample_size:
+            return list(range(n))
+        top = rng.choice(min(self.top_k, n), size=min(self.top_sample, self.top_k), replace=False).tolist()
+        bottom = [int(rng.integers(max(0, n - 5), n))] if self.sample_size - len(top) > 0 else []
+        middle = [i for i in range(n) if i not in top and i not in bottom]
+        rest = rng.choice(middle, size=self.sample_size - len(top) - len(bottom), replace=False).tolist()
+        return sorted(top + bottom + rest)  # best first: the list order is the LM order
+
+    def batch_loss(self, q_model, c_model, batch: list[ScoredList], rng: np.random.Generator) -> torch.Tensor:
+        picks = [self.sample(scored, rng) for scored in batch]
+        width = max(len(p) for p in picks)
+        labels = torch.full((len(batch), width), PADDED)
+        texts, owners = [], []
+        for row, (scored, pick) in enumerate(zip(batch, picks)):
+            labels[row, :len(pick)] = torch.as_tensor(rank_labels(scored.scores[pick]), dtype=torch.float32)
+            texts += [scored.texts[i] for i in pick]
+            owners.append(len(texts) - len(pick))  # the row's first (best) sampled candidate: the CE positive
+        queries = embed(q_model, [scored.query_text for scored in batch])
+        candidates = embed_candidates(c_model, texts)
+        logits = self.scale * queries @ candidates.T  # [B, all sampled candidates of the batch]
+        columns = torch.full((len(batch), width), -1, dtype=torch.long)
+        for row, pick in enumerate(picks):
+            columns[row, :len(pick)] = torch.arange(owners[row], owners[row] + len(pick))
+        own = torch.gather(logits, 1, columns.clamp_min(0))
+        rank = lambda_mrr_loss(own, labels)
+        contrast = F.cross_entropy(logits, torch.as_tensor(owners))
+        return self.rank_loss_factor * rank + contrast
+
+    def train(self, base_model, lists: list[ScoredList], seed: int) -> tuple[object, object, list[float]]:
+        """Fresh query and candidate encoders from `base_model`, trained on the lists; mean loss per epoch."""
+        import copy
+
+        from transformers import get_linear_schedule_with_warmup
+
+        torch.manual_seed(seed)
+        rng = np.random.default_rng(seed)
+        q_model, c_model = copy.deepcopy(base_model), copy.deepcopy(base_model)
+        params = list(q_model.parameters()) + list(c_model.parameters())
+        optimiser = torch.optim.AdamW(params, lr=self.lr, eps=1e-8, weight_decay=0.0)
+        lists = [scored for scored in lists if len(scored.keys) >= 2]
+        steps = self.epochs * -(-len(lists) // self.batch_queries)
+        schedule = get_linear_schedule_with_warmup(optimiser, int(self.warmup * steps), max(steps, 1))
+        q_model.train()
+        c_model.train()
+        epoch_losses = []
+        for _ in range(self.epochs if lists else 0):
+            order = rng.permutation(len(lists))
+            losses = []
+            for start in range(0, len(lists), self.batch_queries):
+                loss = self.batch_loss(q_model, c_model, [lists[i] for i in order[start:start + self.batch_queries]],
+                                       rng)
+                optimiser.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, self.grad_clip)
+                optimiser.step()
+                schedule.step()
+                losses.append(loss.item())
+            epoch_losses.append(float(np.mean(losses)))
+        q_model.eval()
+        c_model.eval()
+        return q_model, c_model, epoch_losses
 
 
 @register("udr")
 class UDR(Selector):
     level = "instance"
 
-    def __init__(self, k: int = 5, n_candidates: int = 50, extra_queries: int = 0, epochs: int = 2,
-                 lr: float = 2e-5, batch_queries: int = 8, rounds: int = 1, scale: float = 20.0):
+    def __init__(self, k: int = 5, n_train_queries: int = 200, n_candidates: int = 50, bm25_field: str = "output",
+                 rounds: int = 3, epochs: int = 10, lr: float = 1.3e-4, batch_queries: int = 16, sample_size: int = 8,
+                 top_sample: int = 1, top_k: int = 5, rank_loss_factor: float = 4.0, scale: float = 20.0,
+                 warmup: float = 0.1, grad_clip: float = 2.0):
         super().__init__(k)
-        for name, value, low in (("n_candidates", n_candidates, 1), ("extra_queries", extra_queries, 0),
-                                 ("epochs", epochs, 1), ("batch_queries", batch_queries, 1), ("rounds", rounds, 1)):
+        for name, value, low in (("n_train_queries", n_train_queries, 1), ("n_candidates", n_candidates, 2),
+                                 ("rounds", rounds, 1)):
             if not isinstance(value, int) or value < low:
                 raise ConfigError(f"udr: {name} must be an integer >= {low}, got {value!r}")
-        if not lr > 0 or not scale > 0:
-            raise ConfigError(f"udr: lr and scale must be positive, got lr={lr}, scale={scale}")
-        self.n_candidates = n_candidates
-        self.extra_queries = extra_queries
-        self.epochs = epochs
-        self.lr = lr
-        self.batch_queries = batch_queries
-        self.rounds = rounds
-        self.scale = scale
+        if bm25_field not in BM25_FIELDS:
+            raise ConfigError(f"udr: bm25_field must be one of {', '.join(BM25_FIELDS)}, got {bm25_field!r}")
+        self.n_train_queries, self.n_candidates, self.bm25_field, self.rounds = (n_train_queries, n_candidates,
+                                                                                 bm25_field, rounds)
+        self.training = UDRTraining(epochs, lr, batch_queries, sample_size, top_sample, top_k, rank_loss_factor,
+                                    scale, warmup, grad_clip)
+        self.training.validate("udr")
 
     # ---- fit ------------------------------------------------------------------------------------
     def fit(self, ctx: FitContext) -> UDR:
         self.check_pool(ctx)
-        if self.extra_queries > len(ctx.pool):
-            raise ConfigError(f"udr: extra_queries={self.extra_queries} is larger than the pool ({len(ctx.pool)})")
+        if len(ctx.pool) < 3:
+            raise ConfigError(f"udr needs a pool of at least 3 items, got {len(ctx.pool)}")
         self.pool_ = list(ctx.pool)
-        self.pool_texts_ = [item_text(it, with_output=True) for it in self.pool_]
-        self.encoder_ = ctx.encoder
-        self.model_ = None
+        self.by_id_ = {it.id: it for it in self.pool_}
         self.lm_scores_: dict[tuple[str, str], float] = {}
         self.budget_hit_ = False
-        self.epoch_losses_: list[float] = []
-        queries = list(ctx.validation) + ctx.rng("udr-queries").sample(self.pool_, self.extra_queries)
-
-        self.lists_ = self.score_lists(ctx, self.bm25_proposals(queries))
-        rounds_done = 0
-        if self.lists_:
-            torch.manual_seed(ctx.seed)
-            rng = np.random.default_rng(ctx.seed)
-            # A private copy: the shared encoder memoises embeddings and serves the other selectors.
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-            model = ctx.encoder.trainable_copy().to(device)
-            for rounds_done in range(1, self.rounds + 1):
-                if rounds_done > 1:
-                    self.remine(ctx, model)
-                self.epoch_losses_ += self.train(model, self.lists_, rng)
-            model.eval()
-            self.model_ = model
-            self.pool_emb_ = encode_texts(model, self.pool_texts_)
-        else:
-            # No LM feedback at all (budget or no queries): the un-tuned encoder is a dense KNN retriever.
-            self.pool_emb_ = ctx.encoder.encode(self.pool_texts_)
-        self.summary_ = {"summary": True, "queries_scored": len(self.lists_),
-                         "candidates_per_query": float(np.mean([len(l.candidates) for l in self.lists_]))
-                         if self.lists_ else 0.0,
-                         "epochs": self.epochs, "rounds": rounds_done, "llm_calls": ctx.oracle.calls,
-                         "initial_loss": self.epoch_losses_[0] if self.epoch_losses_ else None,
-                         "final_loss": self.epoch_losses_[-1] if self.epoch_losses_ else None,
-                         "budget_exhausted": self.budget_hit_, "fallback": self.model_ is None}
+        queries = ctx.rng("udr-queries").sample(self.pool_, min(self.n_train_queries, len(self.pool_)))
+        self.candidates_of_: dict[str, list[Item]] = {q.id: self.bm25_candidates(q) for q in queries}
+        self.score_new(ctx, queries)
+        base = ctx.encoder.trainable_copy()
+        self.round_losses_: list[list[float]] = []
+        for round_ in range(1, self.rounds + 1):
+            if round_ > 1:
+                if self.budget_hit_:  # nothing new to learn from: the same lists again
+                    self.warn(f"--llm-budget ended the LM scoring: {round_ - 1} of {self.rounds} training rounds "
+                              "(re-mining stopped)")
+                    break
+                self.remine(ctx, queries)
+            lists = self.scored_lists(queries)
+            if not lists:
+                raise FitFailed("udr: no training query was scored by the LM before --llm-budget ended, so the "
+                                "retriever would be the untuned encoder (KNN); raise the budget")
+            self.q_model_, self.c_model_, losses = self.training.train(base, lists, ctx.seed + round_)
+            self.round_losses_.append(losses)
+        if len(lists) < len(queries):
+            self.warn(f"trained on {len(lists)} of {len(queries)} training queries (--llm-budget ended the LM scoring)")
+        self.pool_emb_ = encode_texts(self.c_model_, [item_text(it, with_output=True) for it in self.pool_])
+        self.summary_ = {"summary": True, "queries_scored": len(lists), "train_queries": len(queries),
+                         "candidates_per_query": float(np.mean([len(s.keys) for s in lists])),
+                         "rounds": len(self.round_losses_), "epochs": self.training.epochs,
+                         "llm_calls": ctx.oracle.calls, "budget_exhausted": self.budget_hit_,
+                         "first_loss": self.round_losses_[-1][0], "last_loss": self.round_losses_[-1][-1]}
         return self
 
-    def bm25_proposals(self, queries: Sequence[Item]) -> list[tuple[Item, list[Item]]]:
-        """Each query with its candidates by Okapi BM25 (rank-bm25) over lowercase word tokens of pool questions."""
-        bm25 = BM25Okapi([bm25_tokens(it.question) for it in self.pool_])
-        return [(q, self.candidates_from(q, -bm25.get_scores(bm25_tokens(q.question)))) for q in queries]
+    def bm25_candidates(self, query: Item) -> list[Item]:
+        """Okapi BM25 (rank-bm25) over lowercase word tokens of the chosen field of pool items."""
+        if not hasattr(self, "bm25_"):
+            self.bm25_ = BM25Okapi([bm25_tokens(self._field(it)) for it in self.pool_])
+        return self.candidates_from(query, -self.bm25_.get_scores(bm25_tokens(self._field(query))))
+
+    def _field(self, item: Item) -> str:
+        return item.gold_output if self.bm25_field == "output" else item.question
 
     def candidates_from(self, query: Item, distances: np.ndarray) -> list[Item]:
         """The `n_candidates` nearest pool items, skipping the query itself and repeated questions."""
@@ -150,86 +288,98 @@ class UDR(Selector):
                 break
         return out
 
-    def score_lists(self, ctx: FitContext, proposals: list[tuple[Item, list[Item]]]) -> list[ScoredList]:
-        """LM scores of every (query, candidate) pair, one counted oracle call per query; stops at the budget."""
-        scored = []
-        for query, candidates in proposals:
-            new = [c for c in candidates if (query.id, c.id) not in self.lm_scores_]
-            if new:
-                contexts = [ctx.task.prefix([c]) + ctx.task.format_query(query) for c in new]
-                # the query prompt ends with a field label ("[Explanation]:"); the target follows after a space
-                target = " " + query.gold_output
-                try:
-                    values = ctx.oracle.loglik(contexts, [target] * len(new))
-                except BudgetExhausted:
-                    self.budget_hit_ = True
-                    break
-                self.lm_scores_.update({(query.id, c.id): float(v) for c, v in zip(new, values)})
-            if candidates:
-                scores = np.array([self.lm_scores_[(query.id, c.id)] for c in candidates])
-                scored.append(ScoredList(query, candidates, scores))
-        return scored
+    def score_new(self, ctx: FitContext, queries: Sequence[Item]) -> None:
+        """LM scores of every unscored (query, candidate) pair, one counted oracle call each; stops at the budget."""
+        for query in queries:
+            new = [c for c in self.candidates_of_[query.id] if (query.id, c.id) not in self.lm_scores_]
+            if not new:
+                continue
+            contexts = [ctx.task.prefix([c]) + ctx.task.format_query(query) for c in new]
+            target = " " + query.gold_output  # the query prompt ends with a field label; the target follows
+            try:
+                values = ctx.oracle.loglik(contexts, [target] * len(new))
+            except BudgetExhausted:
+                self.budget_hit_ = True
+                return
+            self.lm_scores_.update({(query.id, c.id): float(v) for c, v in zip(new, values)})
 
-    def remine(self, ctx: FitContext, model) -> None:
-        """UDR's iterative mining: the tuned retriever's top candidates replace each query's list."""
-        model.eval()
-        pool_emb = encode_texts(model, self.pool_texts_)
-        query_emb = encode_texts(model, [item_text(l.query) for l in self.lists_])
-        remined = self.score_lists(ctx, [(l.query, self.candidates_from(l.query, -(pool_emb @ q)))
-                                         for l, q in zip(self.lists_, query_emb)])
-        # queries the budget left unscored keep their previous list
-        by_query = {l.query.id: l for l in remined}
-        self.lists_ = [by_query.get(l.query.id, l) for l in self.lists_]
+    def scored_lists(self, queries: Sequence[Item]) -> list[ScoredList]:
+        lists = []
+        for query in queries:
+            scored = [c for c in self.candidates_of_[query.id] if (query.id, c.id) in self.lm_scores_]
+            if len(scored) >= 2:
+                lists.append(ScoredList(item_text(query), [c.id for c in scored],
+                                        [(item_text(c, with_output=True),) for c in scored],
+                                        np.array([self.lm_scores_[(query.id, c.id)] for c in scored])).sorted())
+        return lists
 
-    def train(self, model, lists: list[ScoredList], rng: np.random.Generator) -> list[float]:
-        """`epochs` passes of the listwise loss over batches of `batch_queries` queries; mean loss per epoch."""
-        optimiser = torch.optim.AdamW(model.parameters(), lr=self.lr)
-        model.train()
-        epoch_losses = []
-        for _ in range(self.epochs):
-            order = rng.permutation(len(lists))
-            batch_losses = []
-            for start in range(0, len(lists), self.batch_queries):
-                batch = [lists[i] for i in order[start:start + self.batch_queries]]
-                loss = self.batch_loss(model, batch)
-                optimiser.zero_grad()
-                loss.backward()
-                optimiser.step()
-                batch_losses.append(loss.item())
-            epoch_losses.append(float(np.mean(batch_losses)))
-        return epoch_losses
-
-    def batch_loss(self, model, batch: list[ScoredList]) -> torch.Tensor:
-        """UDR's ranking loss, summed over pairs and averaged over the batch's queries."""
-        slate = list({c.id: c for l in batch for c in l.candidates}.values())  # every candidate of the batch once
-        column = {c.id: j for j, c in enumerate(slate)}
-        labels = torch.zeros(len(batch), len(slate))  # other queries' candidates: in-batch negatives, label 0
-        for row, l in enumerate(batch):
-            own = [column[c.id] for c in l.candidates]
-            labels[row, own] = torch.as_tensor(rank_labels(l.scores), dtype=torch.float32)
-            query_key = normalise_text(l.query.question)
-            for c in slate:  # a pool item used as a query is never its own negative
-                if c.id == l.query.id or normalise_text(c.question) == query_key:
-                    labels[row, column[c.id]] = PADDED
-        queries = embed(model, [item_text(l.query) for l in batch])
-        candidates = embed(model, [item_text(c, with_output=True) for c in slate])
-        y_pred = self.scale * queries @ candidates.T
-        loss = lambda_loss(y_pred, labels.to(y_pred.device), weighing_scheme="rankNetWeightedByGTDiff_scheme",
-                           reduction="sum", reduction_log="natural")
-        return loss / len(batch)
+    def remine(self, ctx: FitContext, queries: Sequence[Item]) -> None:
+        """UDR's iterative mining: the round's retriever proposes candidates; new pairs are scored and merged."""
+        pool_emb = encode_texts(self.c_model_, [item_text(it, with_output=True) for it in self.pool_])
+        query_emb = encode_texts(self.q_model_, [item_text(q) for q in queries])
+        for query, q in zip(queries, query_emb):
+            mined = self.candidates_from(query, -(pool_emb @ q))
+            merged = {c.id: c for c in self.candidates_of_[query.id] + mined}
+            self.candidates_of_[query.id] = list(merged.values())
+        self.score_new(ctx, queries)
 
     # ---- retrieval ------------------------------------------------------------------------------
-    def query_similarities(self, query: Item) -> np.ndarray:
-        """Cosine similarity of the query to every pool item, by the tuned model (or the fallback encoder)."""
-        text = [item_text(query)]
-        query_emb = self.encoder_.encode(text) if self.model_ is None else encode_texts(self.model_, text)
-        return self.pool_emb_ @ query_emb[0]
-
     def select(self, query: Item) -> list[Item]:
-        top = np.argsort(-self.query_similarities(query), kind="stable")[: self.k]
-        # Most similar last, next to the query.
-        return [self.pool_[i] for i in top[::-1]]
+        sims = self.pool_emb_ @ encode_texts(self.q_model_, [item_text(query)])[0]
+        top = np.argsort(-sims, kind="stable")[: self.k]
+        return [self.pool_[i] for i in top[::-1]]  # most similar last, next to the query
 
     def trace(self) -> list[dict]:
         summary = getattr(self, "summary_", None)
         return [summary] if summary else []
+
+
+@register("udr" + "@dearicl-data")
+class UDROnDearIclData(LTRSelector):
+    """UDR's bi-encoder ranking arms, trained on the DEARICL run's (arm, query, reward) log (Table 3)."""
+
+    in_all = False
+
+    def __init__(self, k: int = 5, epochs: int = 10, lr: float = 1.3e-4, batch_queries: int = 16,
+                 sample_size: int = 8, top_sample: int = 1, top_k: int = 5, rank_loss_factor: float = 4.0,
+                 scale: float = 20.0, warmup: float = 0.1, grad_clip: float = 2.0, candidates: str = "dearicl",
+                 **bandit):
+        super().__init__(k, ltr_data="dearicl", candidates=candidates, **bandit)
+        self.training = UDRTraining(epochs, lr, batch_queries, sample_size, top_sample, top_k, rank_loss_factor,
+                                    scale, warmup, grad_clip)
+        self.training.validate(self.name or "udr@dearicl-data")
+
+    def fit(self, ctx: FitContext) -> "UDROnDearIclData":
+        result = self.fit_neural(ctx)
+        prep = self.prep_
+        self.candidates_ = np.array(result.seen) if self.candidates == "dearicl" else np.arange(len(prep.arms))
+        sums, counts = self.surrogate_.reward_sum, self.surrogate_.reward_count  # [arms, queries]
+        lists = []
+        for v, query in enumerate(ctx.validation):
+            arms = np.flatnonzero(counts[:, v] > 0)
+            if len(arms) >= 2:
+                lists.append(ScoredList(item_text(query), arms.tolist(), [self.arm_texts(a) for a in arms],
+                                        sums[arms, v] / counts[arms, v]).sorted())
+        self.training_arms_ = int((counts.sum(axis=1) > 0).sum())
+        if not lists:
+            raise FitFailed(f"{self.name}: no training data: {self.training_arms_} arm(s) in the DEARICL run's log, "
+                            "and a list needs two; raise --llm-budget")
+        if len(lists) < len(ctx.validation):
+            self.warn(f"trained on {len(lists)} of {len(ctx.validation)} validation lists (the others had < 2 arms)")
+        self.q_model_, self.c_model_, self.losses_ = self.training.train(ctx.encoder.trainable_copy(), lists, ctx.seed)
+        with torch.no_grad():
+            self.arm_vectors_ = embed_candidates(self.c_model_, [self.arm_texts(a) for a in self.candidates_]).numpy()
+        return self
+
+    def arm_texts(self, arm: int) -> tuple[str, ...]:
+        return tuple(item_text(d, with_output=True) for d in self.demos_of(int(arm)))
+
+    def select(self, query: Item) -> list[Item]:
+        scores = self.arm_vectors_ @ encode_texts(self.q_model_, [item_text(query)])[0]
+        return self.demos_of(int(self.candidates_[int(np.argmax(scores))]))
+
+    def trace(self) -> list[dict]:
+        trace = super().trace()
+        if trace and trace[-1].get("ltr"):
+            trace[-1]["loss"] = "udr (lambda-MRR + in-batch CE)"
+        return trace

@@ -46,7 +46,9 @@ def render(out: Path, baseline: str | None = None, prices: PriceTable | None = N
     extra = tables.extra_table(runs)
     if extra:
         md += ["Secondary metrics (×100):", "", extra, ""]
-    md += ["## LLM calls", "", "Distinct LLM calls per method and task: selection phase / inference phase.", "",
+    md += ["## LLM calls", "", "Distinct LLM calls per method and task: selection phase / inference phase. "
+           "'(N asked)': the calls the selector asked for, cache hits included, where that differs (case-dynamic's "
+           "queries re-ask pulls other queries made; independent per-query runs would pay for them).", "",
            tables.calls_table(runs), "",
            "Tokens of the calls computed in this run (cache hits cost nothing): prompt tokens requested, prompt "
            "tokens actually prefilled (fewer with shared-prefix batching) and completion tokens"
@@ -69,6 +71,15 @@ def render(out: Path, baseline: str | None = None, prices: PriceTable | None = N
                f"{min(found, exemplars)} shown), with each method's demonstrations (questions only, truncated).", "",
                table if found else "No test item where the two methods disagree.", ""]
     md += convergence_section(out)
+    failed = [r for r in runs if r.get("error")]
+    if failed:
+        md += ["## Failed fits", "", "These selectors had nothing valid to offer on these tasks; their cells read "
+               "'failed' and carry no score.", ""] + [f"- `{r['method']}` on {r['task']}: {r['error']}" for r in failed] + [""]
+    warned = [r for r in runs if r.get("warnings") and not r.get("error")]
+    if warned:
+        md += ["## Warnings", "", "These fits ran degraded; their scores are real but not what the method would "
+               "give with what it asked for.", ""]
+        md += [f"- `{r['method']}` on {r['task']}: {w}" for r in warned for w in r["warnings"]] + [""]
     budgets = [r for r in runs if r.get("budget_exhausted")]
     if budgets:
         md += ["## Budget", ""] + [f"- `{r['method']}` on {r['task']} stopped at --llm-budget {r['budget']} "
@@ -80,6 +91,7 @@ def render(out: Path, baseline: str | None = None, prices: PriceTable | None = N
     if "zh" in results.get("bertscore", {}) and "local" in results["bertscore"]["zh"]:
         md.append("- WMT19 caveat: the offline encoder (all-MiniLM-L6-v2) maps about 65% of Chinese characters "
                   "to [UNK], so offline BERTScore on Chinese is weak; read it together with chrF.")
+    md += bandit_settings(out)
     cfg = results.get("config", {})
     if cfg:
         md.append(f"- seed {cfg.get('seed')}, k {cfg.get('k')}, n_test {cfg.get('n_test')}, n_val {cfg.get('n_val')}, "
@@ -98,6 +110,28 @@ def bandit_traces(out: Path) -> dict[str, dict[str, list[dict]]]:
         if rows:
             traces.setdefault(task, {})[method] = fit.trace
     return traces
+
+
+def bandit_settings(out: Path) -> list[str]:
+    """One settings line per bandit-based fit: stop rule, epsilon, delta, m, |C_t|, arms, cold start, budget;
+    and the LTR selectors' test-time candidate set."""
+    lines = []
+    for (method, task), fit in read_fits(out / "fits.jsonl").items():
+        summary = next((r for r in fit.trace if r.get("summary") and "settings" in r), None)
+        ltr = next((r for r in fit.trace if r.get("ltr")), None)
+        if summary is None:
+            continue
+        st = summary["settings"]
+        line = (f"- `{method}` on {task}: stops when {st['stop_rule']}; epsilon {st['epsilon']}, delta {st['delta']}, "
+                f"m {st['m']}, |C_t| {st['challengers']}, {st['n_arms']} arms, cold start {st['cold_start']}, "
+                f"max pulls {st['max_pulls']}, pull rule {st['selection_rule']}, {st['surrogate']} surrogate, "
+                f"budget {fit.budget}")
+        if "pulls_per_query" in summary:
+            line += f", {summary['pulls_per_query']} pulls per query"
+        if ltr:
+            line += f"; LTR test-time candidates: {ltr['candidate_set']}, training data: {ltr['ltr_data']}"
+        lines.append(line)
+    return lines
 
 
 def convergence_section(out: Path) -> list[str]:

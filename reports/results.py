@@ -36,9 +36,15 @@ def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = ""
     for method in order:
         for task in config.get("identity", {}).get("tasks") or sorted({t for _, t in by_run}):
             recs = by_run.get((method, task))
+            fit = fits.get((method, task))
+            if fit is not None and fit.error:  # no score, even when some items were answered before it failed
+                runs.append(failed_row(fit, task, len(distinct[(method, task, "selection")])
+                                       if distinct else fit.selection_calls))
+                continue
             if not recs:
                 continue
-            fit = fits.get((method, task))
+            requested = (fit.selection_calls if fit else 0) + sum(
+                r.select_info.get("llm_calls_requested", 0) for r in recs)
             extra_keys = sorted({k for r in recs for k in r.extra})
             runs.append({
                 "method": method,
@@ -52,6 +58,8 @@ def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = ""
                 "llm_calls": {"selection": len(distinct[(method, task, "selection")]) if distinct
                               else (fit.selection_calls if fit else 0),
                               "inference": len(distinct[(method, task, "inference")]) or len(recs)},
+                # calls asked for, cache hits included (per-query bandits re-ask what other queries asked)
+                "llm_calls_requested": {"selection": requested},
                 "llm_calls_uncached": {"selection": uncached[(method, task, "selection")],
                                        "inference": uncached[(method, task, "inference")]},
                 "tokens": {phase: dict(tokens[(method, task, phase)]) for phase in ("selection", "inference")},
@@ -61,6 +69,8 @@ def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = ""
                 "budget_exhausted": bool(fit and fit.budget_exhausted),
                 "selection_reused_from": fit.reused_from if fit else "",
                 "extra": {k: float(np.mean([r.extra[k] for r in recs if k in r.extra])) for k in extra_keys},
+                "warnings": list(fit.warnings) if fit else [],
+                "error": None,
             })
     langs = sorted({TASKS[t].lang for t in {r["task"] for r in runs} if t in TASKS})
     return {
@@ -71,6 +81,21 @@ def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = ""
         "bertscore": {lang: bertscore.description(lang) for lang in langs} if bertscore else {},
         "config": config.get("identity", {}),
     }
+
+
+def failed_row(fit, task: str, selection_calls: int) -> dict:
+    """A (method, task) whose fit failed: no score, the reason in `error`."""
+    return {"method": fit.method, "task": task, "level": fit.level, "group": fit.group or fit.level,
+            "metric": TASKS[task].metric_name if task in TASKS else "", "score": None, "n": 0,
+            "llm_calls": {"selection": selection_calls, "inference": 0},
+            "llm_calls_uncached": {"selection": 0, "inference": 0}, "tokens": {},
+            "selection_seconds": fit.selection_seconds, "inference_seconds_per_query": None,
+            "budget": fit.budget, "budget_exhausted": fit.budget_exhausted,
+            "selection_reused_from": "", "extra": {}, "warnings": list(fit.warnings), "error": fit.error}
+
+
+def failed_runs(results: dict) -> list[dict]:
+    return [r for r in results.get("runs", []) if r.get("error")]
 
 
 def write_results(out: Path, results: dict) -> None:

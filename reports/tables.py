@@ -48,6 +48,8 @@ DATA_VARIANT = "@dearicl-data"  # LTR selectors trained on a DEARICL run's log (
 def score_cell(run: dict | None, test, fmt: str) -> str:
     if run is None:
         return ""
+    if run.get("score") is None:
+        return "failed"  # the report's "Failed fits" section gives the reason
     mark = ""
     if test is not None and test.better():
         mark = DAGGER if fmt == "github" else r"$^\dagger$"
@@ -125,12 +127,17 @@ def _cell_table(runs: list[dict], title: str, cell_text, fmt: str) -> str:
 
 
 def calls_table(runs: list[dict], fmt: str = "github") -> str:
-    return _cell_table(runs, "Method (selection / inference)",
-                       lambda r: f"{r['llm_calls']['selection']} / {r['llm_calls']['inference']}", fmt)
+    def text(r: dict) -> str:
+        asked = r.get("llm_calls_requested", {}).get("selection", r["llm_calls"]["selection"])
+        extra = f" ({asked} asked)" if asked != r["llm_calls"]["selection"] else ""
+        return f"{r['llm_calls']['selection']}{extra} / {r['llm_calls']['inference']}"
+
+    return _cell_table(runs, "Method (selection / inference)", text, fmt)
 
 
 def time_table(runs: list[dict], fmt: str = "github") -> str:
-    return _cell_table(runs, "Method (s / query)", lambda r: f"{r['inference_seconds_per_query']:.2f}", fmt)
+    return _cell_table(runs, "Method (s / query)", lambda r: "failed" if r.get("error")
+                       else f"{r['inference_seconds_per_query']:.2f}", fmt)
 
 
 def selection_time_table(runs: list[dict], fmt: str = "github") -> str:

@@ -6,6 +6,8 @@ import re
 import numpy as np
 import pytest
 
+from bench.errors import FitFailed
+
 import bench.runner as runner_mod
 import methods.bridge  # noqa: F401  (registers "bridge")
 from bench.errors import BudgetExhausted, ConfigError
@@ -133,19 +135,25 @@ def test_generate_replaces_rationales_of_correct_answers_only():
     assert selector.trace()[-1]["best_reward"] == pytest.approx(final) and final > first_round_best
 
 
-@pytest.mark.parametrize("budget", [0, 2, 14, 40])
-def test_budget_exhaustion_still_returns_k_pool_items(budget):
+@pytest.mark.parametrize("budget", [0, 2])
+def test_budget_before_any_subset_is_scored_fails_the_fit(budget):
+    oracle = FakeOracle(lambda demos: float(sum(int(d.answer) for d in demos)), budget=budget)
+    with pytest.raises(FitFailed, match="before any subset was scored"):
+        fit(oracle, n_candidates=10, n_init=3, n_iter=4, n_proposals=100, rounds=2)
+    assert oracle.calls <= budget
+
+
+@pytest.mark.parametrize("budget", [14, 40])
+def test_budget_exhaustion_returns_the_best_scored_subset_with_a_warning(budget):
     oracle = FakeOracle(lambda demos: float(sum(int(d.answer) for d in demos)), budget=budget)
     selector = fit(oracle, n_candidates=10, n_init=3, n_iter=4, n_proposals=100, rounds=2)
     chosen = selector.select(VALIDATION[0])
     assert oracle.calls <= budget
     assert len(chosen) == 5 and {d.id for d in chosen} <= {p.id for p in POOL}
-    if budget < 3:  # not even one subset scored: the first k candidates
-        assert chosen == selector.candidates_[:5] and selector.trace() == []
-    else:
-        scored = [p for p in oracle.pulled if p != "generate"]
-        assert [d.id for d in chosen] == [i for i, _ in max(scored, key=lambda p: sum(int(i.split(":")[1])
-                                                                                       for i, _ in p))]
+    assert "the best subset scored so far is used" in selector.fit_warnings[0]
+    scored = [p for p in oracle.pulled if p != "generate"]
+    assert [d.id for d in chosen] == [i for i, _ in max(scored, key=lambda p: sum(int(i.split(":")[1])
+                                                                                   for i, _ in p))]
 
 
 def test_same_seed_same_selection():

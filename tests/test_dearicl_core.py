@@ -235,9 +235,14 @@ def test_neural_width_terms_and_learning():
     mu = s.means(np.array([0, 1, 2]))
     assert mu[0] > mu[2] > mu[1]
     assert s.stability >= 0 and all(v >= 0 for v in s.bias.values())
-    # more MC passes -> smaller Bernstein term
+    # the width is exactly the sum of its terms: MC-dropout variance, stability, both biases, Bernstein
     s.cfg.mc_passes, s.mc_cache = 512, None
-    assert s.widths(rows, cols, 1).mean() < w0.mean() + 1.0  # finite and comparable
+    y = s.mc_samples(np.array([0, 1, 2, 3, 4]))
+    var = (y[:, rows][:, :, None] - y[:, cols][:, None, :]).var(axis=0)
+    log_term = math.log(2 * big_k**2 / 0.05)
+    bias = np.array([s._bias(a) for a in rows])[:, None] + np.array([s._bias(a) for a in cols])[None, :]
+    expected = np.sqrt(2 * var * log_term / 512) + s.stability + bias + 4 * log_term / (3 * 512)
+    np.testing.assert_allclose(s.widths(rows, cols, 1), expected, rtol=1e-9)
     scores = s.rank_scores(q[0], np.array([0, 1, 2]))
     assert np.argmax(scores) == 0
 
@@ -259,7 +264,9 @@ def test_fast_ranking_equals_the_network():
     np.testing.assert_allclose(s.rank_scores(q[0].astype(np.float32), cands), reference, atol=1e-5)
 
 
-def test_neural_width_shrinks_as_evidence_accumulates():
+def test_neural_width_drops_its_placeholders_but_does_not_shrink_with_pulls():
+    """The paper's W_t: placeholders (stability M, biases M/2) until measured; after that its terms measure
+    MC-dropout noise and training drift, not estimation error, so more pulls do not narrow it."""
     arms, demo, q = small_world()
     s = NeuralSurrogate(q, arm_embeddings(arms, demo), config=NeuralConfig(hidden=(16,), mc_passes=256, seed=2))
     rows, cols = np.array([0, 1]), np.array([2, 3])
@@ -267,9 +274,28 @@ def test_neural_width_shrinks_as_evidence_accumulates():
     assert start >= 1.0 + 0.5 + 0.5  # stability M and two unknown biases M/2 before any evidence
     rng = np.random.default_rng(0)
     quality = rng.uniform(0.2, 0.9, len(arms))
-    for t in range(30):
+    widths = {}
+    for t in range(60):
         arm = t % 8
         s.observe(arm, np.clip(quality[arm] + rng.normal(0, 0.05, len(q)), 0, 1))
         s.update()
         s.end_round(np.arange(8))
-    assert s.widths(rows, cols, 30).mean() < 0.5 * start
+        widths[t + 1] = s.widths(rows, cols, t + 1).mean()
+    assert widths[5] < 0.1 * start and s.stability < 0.01  # measured terms replaced the placeholders
+    assert widths[60] > 0.5 * widths[5]  # 12x the evidence, no comparable narrowing
+
+
+def test_observed_simple_regret_hand_example():
+    class NoTruth:
+        n_arms, true_means = 6, None
+
+    loop = GapIndexTopM(NoTruth(), LinearSurrogate(np.eye(6)), BanditConfig(m=2, challengers=1))
+    loop.pulled = {0: 2, 1: 1, 3: 1, 4: 1}
+    loop.observed_sum = {0: 1.2, 1: 0.4, 3: 0.9, 4: 0.1}  # observed means 0.6, 0.4, 0.9, 0.1
+    # U = {1, 2}: one pulled member (0.4) against the best single observed mean (0.9)
+    assert loop.simple_regret(np.array([1, 2])) == pytest.approx(0.5)
+    # U = {0, 4}: mean(0.6, 0.1) against the best two observed (0.9, 0.6)
+    assert loop.simple_regret(np.array([0, 4])) == pytest.approx(0.4)
+    assert loop.simple_regret(np.array([0, 3])) == pytest.approx(0.0)  # U holds the two best observed arms
+    assert np.isnan(loop.simple_regret(np.array([2, 5])))  # nothing of U observed yet
+    assert loop.regret_kind() == "observed"

@@ -7,7 +7,7 @@ import pytest
 
 import methods.explora  # noqa: F401  (registers "explora")
 import methods.lens  # noqa: F401  (registers "lens")
-from bench.errors import BudgetExhausted, ConfigError
+from bench.errors import BudgetExhausted, ConfigError, FitFailed
 from bench.items import Item
 from bench.llm.client import LLMClient
 from bench.oracle import RewardOracle
@@ -16,7 +16,8 @@ from bench.tasks.gsm8k import GSM8K
 from fakes import FakeBackend
 from methods.base import FitContext, create
 from methods.explora import Explora, choose_swap, fit_alpha, highest_predicted, surrogate_features
-from methods.lens import Lens, beam_search, feature_similarity, filtering_schedule, set_score
+from methods.lens import (Lens, filtering_schedule, heuristic_search, propose_swap, search_features, seed_lists,
+                          set_score, zscore)
 from test_runner import lines, make_config
 
 WORDS = [f"w{i}" for i in range(400)]
@@ -38,7 +39,9 @@ def lens_context(pool: list[Item], budget: int | None = None, seed: int = 0) -> 
     return ctx, backend
 
 
-SMALL_LENS = {"k": 2, "indication_size": 3, "keep": 10, "beam": 2, "iterations": 2}
+SMALL_LENS = {"k": 2, "indication_size": 3, "keep": 10, "beam": 2, "iterations": 2, "swaps": 2, "shuffles": 1,
+              "heldout": 4, "search_metric": "loglik", "heuristic_beam": 4, "heuristic_iterations": 3,
+              "heuristic_init": 8}
 
 
 # ---- LENS ------------------------------------------------------------------------------------------
@@ -60,7 +63,9 @@ def test_lens_loglik_calls_match_the_schedule():
     # every candidate on every new indication example except itself, then one zero-shot call per indication example
     stage1 = sum(len([c for c in r["candidates"] if c != i]) for r in sel.rounds_ for i in r["new_indication"])
     assert sel.rounds_[0]["llm_calls"] == 40 * 3 - 3  # the first indication examples are all candidates
-    assert ctx.oracle.calls == stage1 + 6 == len(backend.prompts)
+    searched = len(sel.list_scores_) * 4  # every distinct ordered list once on the 4 held-out items
+    assert ctx.oracle.calls == stage1 + 6 + searched == len(backend.prompts)
+    assert sel.search_[-1]["lists_scored"] == len(sel.list_scores_) and len(sel.search_) == 2
     # indication sets are nested: round 2 adds to round 1's examples
     assert sel.indication_[:3] == sel.rounds_[0]["new_indication"]
     assert all(len(sel.loglik_[c]) == 6 - (c in sel.indication_) for c in sel.candidates_)
@@ -83,10 +88,11 @@ def test_lens_filter_keeps_the_candidate_that_raises_loglik():
     assert sel.mean_score(17) == pytest.approx(-0.5)
 
 
-def test_lens_features_and_order():
+def test_lens_features_are_z_scored_globally():
     pool = make_pool(24, seed=2)
     ctx, _ = lens_context(pool)
-    sel = Lens(k=3, indication_size=4, keep=24, beam=3, iterations=3).fit(ctx)
+    ctx.validation = [replace(it, id=f"gsm8k/val:{i}") for i, it in enumerate(make_pool(3, seed=9))]
+    sel = Lens(k=3, indication_size=4, keep=24, beam=3, iterations=1, heldout=3, search_metric="loglik").fit(ctx)
     assert sel.rounds_ == [sel.rounds_[0]] and len(sel.indication_) == 4  # no filtering, one scoring pass
     assert sel.features_.shape == (24, 4) and not np.isnan(sel.features_).any()
     # the feature of (candidate, indication x) = loglik with the candidate - zero-shot loglik of x
@@ -94,34 +100,100 @@ def test_lens_features_and_order():
     task = GSM8K()
     zero = ctx.oracle.loglik([task.prefix([]) + task.format_query(pool[i])], [" " + pool[i].gold_output])[0]
     assert sel.features_[0, sel.indication_.index(i)] == pytest.approx(sel.loglik_[c][i] - zero)
-    scores = [sel.scores_[sel.candidates_.index(pool.index(d))] for d in sel.select(pool[0])]
-    assert scores == sorted(scores)  # best individual score last, next to the query
-    again = Lens(k=3, indication_size=4, keep=24, beam=3, iterations=3).fit(lens_context(pool)[0])
+    # one mean and one std over all survivors, and one over the whole similarity matrix (diagonal included)
+    assert sel.zmean_.mean() == pytest.approx(0.0, abs=1e-9) and sel.zmean_.std() == pytest.approx(1.0)
+    assert sel.zsim_.mean() == pytest.approx(0.0, abs=1e-9) and sel.zsim_.std() == pytest.approx(1.0)
+    np.testing.assert_allclose(sel.zmean_, zscore(sel.features_.mean(axis=1)))
+    # every pool item survived: the validation items are the held-out sample, and the row says so
+    assert sel.heldout_ == ctx.validation and "validation items are the held-out sample" in sel.fit_warnings[0]
+    ctx2 = lens_context(pool)[0]
+    ctx2.validation = ctx.validation
+    again = Lens(k=3, indication_size=4, keep=24, beam=3, iterations=1, heldout=3, search_metric="loglik").fit(ctx2)
     assert [d.id for d in again.select(pool[0])] == [d.id for d in sel.select(pool[0])]  # seeded
 
 
-def test_beam_search_prefers_a_high_scoring_diverse_set():
+def test_set_score_and_heuristic_search_prefer_a_high_scoring_diverse_set():
     # candidates 0 and 1 are the best alone but redundant (same feature direction); 2 is good and orthogonal
     features = np.array([[2.0, 0.0], [2.0, 0.0], [0.0, 1.8], [0.1, 0.1], [0.0, 0.2]])
-    scores, sim = features.mean(axis=1), feature_similarity(features)
-    assert sim[0, 1] == pytest.approx(1.0) and sim[0, 2] == pytest.approx(0.0)
-    assert set_score(scores, sim, (0, 1), 4.0) == pytest.approx(1.0 - 4.0)
-    assert set_score(scores, sim, (0, 2), 4.0) == pytest.approx(0.95)
-    assert set_score(scores, sim, (2, 4), 4.0) == pytest.approx(0.5 - 4.0)  # same direction: penalised
-    assert set_score(scores, sim, (0, 1, 2), 1.0) == pytest.approx(np.mean([1, 1, 0.9]) - 1.0 / 3)
-    best = beam_search(scores, sim, k=2, diversity=4.0, beam=4, iterations=5, top_sample=4,
-                       rng=np.random.default_rng(0))
+    zmean, zsim = search_features(features)
+    raw = features / np.linalg.norm(features, axis=1, keepdims=True)
+    np.testing.assert_allclose(zsim, zscore(raw @ raw.T))
+    # the set score keeps the diagonal: mean over the 2x2 block of zsim
+    assert set_score(zmean, zsim, (0, 2), 4.0) == pytest.approx(
+        (zmean[0] + zmean[2]) / 2 - 4.0 * (zsim[0, 0] + zsim[2, 2] + 2 * zsim[0, 2]) / 4)
+    assert set_score(zmean, zsim, (0, 2), 4.0) > set_score(zmean, zsim, (0, 1), 4.0)
+    ranked = heuristic_search(zmean, zsim, k=2, diversity=4.0, beam=4, iterations=5, n_init=6, top_sample=4,
+                              rng=np.random.default_rng(0))
+    best = ranked[0][0]
     assert 2 in best and len(set(best) & {0, 1}) == 1
-    greedy = beam_search(scores, sim, k=2, diversity=0.0, beam=4, iterations=5, top_sample=4,
-                         rng=np.random.default_rng(0))
-    assert greedy == (0, 1)  # without the diversity term the two redundant best ones win
+    greedy = heuristic_search(zmean, zsim, k=2, diversity=0.0, beam=4, iterations=5, n_init=6, top_sample=4,
+                              rng=np.random.default_rng(0))
+    assert greedy[0][0] == (0, 1)  # without the diversity term the two redundant best ones win
+
+
+def test_propose_swap_replaces_one_slot_from_the_top_candidates():
+    zmean = np.array([3.0, 2.0, 1.0, 0.5, -1.0, -2.0])
+    zsim = np.zeros((6, 6))
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        new = propose_swap((4, 5, 3), zmean, zsim, 4.0, 1, rng)
+        changed = [j for j in range(3) if new[j] != (4, 5, 3)[j]]
+        assert len(changed) == 1 and new[changed[0]] == 0  # top_sample 1: the best outsider, in the drawn slot
+    drawn = {propose_swap((0, 5), zmean, zsim, 4.0, 2, rng)[0] for _ in range(200)} - {0}
+    assert drawn <= {1, 2}  # softmax over the 2 best outsiders only
+    assert propose_swap((0, 1), zmean[:2], zsim[:2, :2], 4.0, 4, rng) is None  # nothing left to swap in
+
+
+def test_seed_lists_respect_the_overlap_limit():
+    ranked = [((0, 1, 2), 3.0), ((0, 1, 3), 2.9), ((4, 5, 6), 2.0), ((0, 4, 7), 1.0)]
+    seeds = seed_lists(ranked, n=10, k=3, size=3, overlap_limit=1, rng=np.random.default_rng(0))
+    assert [tuple(sorted(s)) for s in seeds] == [(0, 1, 2), (4, 5, 6), (0, 4, 7)]  # (0,1,3) shares 2 with the first
+    more = seed_lists(ranked, n=10, k=3, size=5, overlap_limit=1, rng=np.random.default_rng(0))
+    assert len(more) == 5 and len({tuple(sorted(s)) for s in more}) == 5  # random sets fill the shortfall
+
+
+class OrderedFake(FakeBackend):
+    """loglik counts gold words missing from the LAST demonstration only: the order of a list matters."""
+
+    def loglik(self, contexts, continuations):
+        from bench.llm.base import RawLoglik
+
+        self.prompts.extend(c + x for c, x in zip(contexts, continuations))
+        out = []
+        for c, x in zip(contexts, continuations):
+            demos = c.split("[Question]:")
+            last = demos[-2] if len(demos) > 2 else ""
+            missing = len(set(x.split()) - set(last.split()))
+            out.append(RawLoglik(logprob=-float(missing), n_tokens=len(x.split())))
+        return out
+
+
+def test_lens_search_is_scored_by_the_llm_and_keeps_the_searched_order():
+    pool = make_pool(30, seed=4)
+    helper_words = " ".join(sorted({w for it in pool for w in it.rationale.split()} | {it.answer for it in pool}))
+    pool[5] = replace(pool[5], rationale=helper_words)  # as a demonstration, it holds every gold word
+    backend = OrderedFake(batch_size=64)
+    oracle = RewardOracle(LLMClient(backend), GSM8K(), "lens", bertscore=None)
+    ctx = FitContext(task=GSM8K(), pool=pool, validation=[], encoder=None, oracle=oracle, seed=0, k=3)
+    sel = Lens(k=3, indication_size=3, keep=10, beam=3, iterations=3, swaps=3, shuffles=2, heldout=5,
+               search_metric="loglik", heuristic_beam=4, heuristic_iterations=2, heuristic_init=8).fit(ctx)
+    heldout_ids = {h.id for h in sel.heldout_}
+    assert len(heldout_ids) == 5 and not heldout_ids & {pool[c].id for c in sel.candidates_}
+    best = max(sel.list_scores_, key=sel.list_scores_.get)
+    assert [d.id for d in sel.select(pool[0])] == [pool[sel.candidates_[j]].id for j in best]
+    assert 5 in sel.candidates_  # the helper survives filtering, and the search puts it last, next to the query
+    assert sel.select(pool[0])[-1].id == pool[5].id
+    assert sel.list_scores_[best] > max(v for lst, v in sel.list_scores_.items() if lst[-1] != best[-1])
+    # lists that differ only in order are different lists, each scored once
+    assert all(len(set(lst)) == 3 for lst in sel.list_scores_)
+    assert oracle.calls == len(backend.prompts)
 
 
 def test_lens_budget_partial_scores_still_give_k_pool_items():
     pool = make_pool(40)
     ctx, backend = lens_context(pool, budget=50)
     sel = Lens(**SMALL_LENS).fit(ctx)
-    assert sel.budget_hit_ and ctx.oracle.budget_exhausted
+    assert ctx.oracle.budget_exhausted and "ended the filtering stage" in sel.fit_warnings[0]
     assert ctx.oracle.calls == 50 == len(backend.prompts)  # the cut-short batch spends what was left
     demos = sel.select(pool[0])
     assert len(demos) == 2 and all(d in pool for d in demos)
@@ -136,8 +208,17 @@ def test_lens_budget_partial_scores_still_give_k_pool_items():
     needed = full.rounds_[-1]["llm_calls"]
     ctx2, _ = lens_context(pool, budget=needed + 2)
     short = Lens(**SMALL_LENS).fit(ctx2)
-    assert short.budget_hit_ and ctx2.oracle.calls == needed  # the 6 zero-shot calls do not fit
+    assert ctx2.oracle.calls == needed and "ended the features stage" in short.fit_warnings[0]
     assert [pool.index(d) for d in short.select(pool[0])] == full.candidates_[:2][::-1]
+    # budget for the features and a few lists: the best list scored so far, with a warning
+    ctx3, _ = lens_context(pool, budget=needed + 6 + 4 * 3)
+    cut = Lens(**SMALL_LENS).fit(ctx3)
+    assert 1 <= len(cut.list_scores_) <= 3 and "ended the search" in cut.fit_warnings[0]
+    best = max(cut.list_scores_, key=cut.list_scores_.get)
+    assert [pool.index(d) for d in cut.select(pool[0])] == [cut.candidates_[j] for j in best]
+    # nothing scored at all: the fit fails instead of returning arbitrary examples
+    with pytest.raises(FitFailed, match="before any candidate was scored"):
+        Lens(**SMALL_LENS).fit(lens_context(pool, budget=0)[0])
 
 
 def test_lens_rejects_bad_parameters():
@@ -182,12 +263,11 @@ def test_least_squares_recovers_known_alphas():
 
 def test_swap_rule_and_probe_set():
     predicted = np.array([0.5, 0.4, 0.9, 0.1, 0.7, 0.3, 0.8])
-    working = [0, 1, 2]
-    observed = {0: 0.2, 1: 0.9, 2: 0.5}  # arm 1 is the worst by observation (even though predicted lower)
-    assert choose_swap(working, observed, predicted) == (1, 3)
+    # the authors swap out U's worst PREDICTED subset (arm 2, 0.9) for the best predicted outside U (arm 3)
+    assert choose_swap([0, 1, 2], predicted) == (2, 3)
     assert highest_predicted([0, 3, 2], predicted, 2) == [6, 4]  # highest predicted loss outside U
     assert highest_predicted([0, 3, 2], predicted, 10) == [6, 4, 1, 5]
-    assert choose_swap([0, 1], {0: 0.1, 1: 0.2}, np.array([0.3, 0.3])) is None  # U already holds every arm
+    assert choose_swap([0, 1], np.array([0.3, 0.3])) is None  # U already holds every arm
 
 
 class StubEncoder:
@@ -222,26 +302,36 @@ def explora_context(max_pulls: int | None = None) -> tuple[FitContext, list[Item
     return ctx, pool
 
 
-def test_explora_loop_swaps_probes_and_keeps_the_best_observed_arm():
+def test_explora_loop_swaps_probes_and_uses_the_final_evaluation_of_u():
     ctx, pool = explora_context()
     sel = Explora(k=3, n_arms=20, u_size=4, v_size=2, iterations=5).fit(ctx)
     steps = [r for r in sel.trace() if not r.get("summary")]
     assert [r["pulls"] for r in steps] == [6, 9, 12, 15, 18, 21]  # u + v, then 1 swap-in + v probes each
     assert [r["llm_calls"] for r in steps] == [4 * r["pulls"] for r in steps]  # 4 validation items per pull
     assert all(r["swapped_in"] is not None and r["swapped_out"] is not None for r in steps[1:])
-    best = [r["best_loss"] for r in steps]
-    assert all(b <= a for a, b in itertools.pairwise(best))  # only U's worst arm leaves: its best never worsens
     assert all(r["swapped_out"] != r["swapped_in"] for r in steps[1:])
-    observed = sel.observed_losses()
-    assert all(a in observed for a in sel.working_) and len(sel.working_) == 4
-    assert sel.best_arm_ == min(sel.working_, key=lambda a: observed[a])
-    assert sel.alpha_.shape == (len(sel.used_),)
+    assert len(sel.pulls_) == 21 + 4  # the final U is evaluated once more
+    assert [arm for arm, _ in sel.pulls_[-4:]] == sel.working_
+    assert sel.best_arm_ == min(sel.working_, key=lambda a: sel.final_loss_[a])
+    assert sel.alpha_.shape == (len(sel.used_),) and sel.fit_warnings == []
     demos = sel.select(pool[0])
     assert len(demos) == 3 and all(d in pool for d in demos) and demos == sel.select(pool[9])
-    assert sel.trace()[-1] == {"summary": True, "pulls": 21, "rounds": 6, "stopped_by": "iterations",
+    assert sel.trace()[-1] == {"summary": True, "pulls": 25, "rounds": 6, "stopped_by": "iterations",
                                "best_arm": sel.best_arm_}
     again = Explora(k=3, n_arms=20, u_size=4, v_size=2, iterations=5).fit(explora_context()[0])
     assert again.best_arm_ == sel.best_arm_ and again.pulls_[-1][0] == sel.pulls_[-1][0]  # seeded
+
+
+def test_explora_fits_least_squares_on_the_current_u_and_v_only():
+    ctx, _ = explora_context()
+    sel = Explora(k=3, n_arms=20, u_size=4, v_size=2, iterations=2).fit(ctx)
+    before = sel.predicted_losses().copy()
+    outsider = next(a for a in range(20) if a not in sel.working_ + sel.probes_)
+    sel.latest_[outsider] = np.full(4, 100.0)  # an observation outside U and V must not move the fit
+    np.testing.assert_allclose(sel.predicted_losses(), before)
+    rows = np.concatenate([sel.phi_[a] for a in dict.fromkeys(sel.working_ + sel.probes_)])
+    target = np.concatenate([sel.latest_[a] for a in dict.fromkeys(sel.working_ + sel.probes_)])
+    np.testing.assert_allclose(sel.alpha_, np.linalg.lstsq(rows, target, rcond=None)[0])  # minimum norm, no ridge
 
 
 def test_explora_budget_stops_the_loop_and_still_returns_k_demos():
@@ -250,13 +340,14 @@ def test_explora_budget_stops_the_loop_and_still_returns_k_demos():
     assert sel.stopped_by_ == "budget" and len(ctx.oracle.pulled) == 8 and len(sel.pulls_) == 8
     observed = sel.observed_losses()
     assert sel.best_arm_ in sel.working_ and sel.best_arm_ == min(sel.working_, key=lambda a: observed[a])
+    assert "before the final evaluation of U" in sel.fit_warnings[0]
     assert len(sel.select(pool[0])) == 3
     # the budget ran out while scoring U itself: the best of what was scored
     ctx2, _ = explora_context(max_pulls=2)
     early = Explora(k=3, n_arms=20, u_size=4, v_size=2, iterations=5).fit(ctx2)
     assert early.best_arm_ in {arm for arm, _ in early.pulls_} and len(early.select(pool[0])) == 3
-    nothing = Explora(k=3, n_arms=20, u_size=4, v_size=2, iterations=5).fit(explora_context(max_pulls=0)[0])
-    assert nothing.best_arm_ == nothing.working_[0] and len(nothing.select(pool[0])) == 3
+    with pytest.raises(FitFailed, match="before any subset was evaluated"):
+        Explora(k=3, n_arms=20, u_size=4, v_size=2, iterations=5).fit(explora_context(max_pulls=0)[0])
 
 
 def test_explora_rejects_bad_parameters():
@@ -267,7 +358,8 @@ def test_explora_rejects_bad_parameters():
 
 
 # ---- end to end ---------------------------------------------------------------------------------------
-PARAMS = {"lens": {"indication_size": 2, "keep": 8, "beam": 2, "iterations": 2},
+PARAMS = {"lens": {"indication_size": 2, "keep": 8, "beam": 2, "iterations": 2, "swaps": 1, "shuffles": 1,
+                   "heldout": 3, "heuristic_beam": 4, "heuristic_iterations": 2, "heuristic_init": 8},
           "explora": {"n_arms": 12, "u_size": 2, "v_size": 1, "iterations": 3}}
 
 
@@ -287,17 +379,22 @@ def test_lens_and_explora_end_to_end(tmp_path, data_dir, fake):
     # LENS: 30 -> 15 -> 8 candidates, indication set 2 then 4
     fits = {f["method"]: f for f in lines(tmp_path / "run" / "fits.jsonl")}
     lens_trace = fits["lens"]["trace"]
-    assert [(r["candidates"], r["indication_new"], r["kept"]) for r in lens_trace] == [(30, 2, 15), (15, 2, 8)]
+    filtering = [r for r in lens_trace if "candidates" in r]
+    search = [r for r in lens_trace if "search_iteration" in r]
+    assert [(r["candidates"], r["indication_new"], r["kept"]) for r in filtering] == [(30, 2, 15), (15, 2, 8)]
     assert fits["lens"]["selection_calls"] == runs["lens"]["llm_calls"]["selection"]
-    # 29 per round-1 example, 15 (14 if it is a survivor itself) per round-2 example, 4 zero-shot
-    assert 58 + 28 + 4 <= fits["lens"]["selection_calls"] <= 58 + 30 + 4
-    # EXPLORA: 3 initial arms, then 1 swap-in + 1 probe per iteration, each pull = 3 validation items
+    # 29 per round-1 example, 15 (14 if it is a survivor itself) per round-2 example, 4 zero-shot; then the
+    # search generates each ordered list on the 3 held-out items (greedy: a repeated list is one call)
+    stage1 = fits["lens"]["selection_calls"] - 3 * search[-1]["lists_scored"]
+    assert [r["search_iteration"] for r in search] == [1, 2] and 58 + 28 + 4 <= stage1 <= 58 + 30 + 4
+    # EXPLORA: 3 initial arms, then 1 swap-in + 1 probe per iteration, then U once more; a pull = 3 items
     steps = [r for r in fits["explora"]["trace"] if not r.get("summary")]
     assert [r["iteration"] for r in steps] == [0, 1, 2, 3]
-    assert [r["pulls"] for r in steps] == [3, 5, 7, 9]
+    assert [r["pulls"] for r in steps] == [3, 5, 7, 9] and fits["explora"]["trace"][-1]["pulls"] == 11
     assert all(b["llm_calls"] >= a["llm_calls"] for a, b in itertools.pairwise(steps))
     # greedy decoding: a repeated pull of an arm is the same call, so calls = 3 x distinct arms pulled
-    assert runs["explora"]["llm_calls"]["selection"] % 3 == 0 and runs["explora"]["llm_calls"]["selection"] <= 9 * 3
+    assert runs["explora"]["llm_calls"]["selection"] % 3 == 0 and runs["explora"]["llm_calls"]["selection"] <= 11 * 3
+    assert runs["lens"]["warnings"] == [] and runs["explora"]["warnings"] == []
     assert fits["explora"]["trace"][-1]["summary"] and fits["explora"]["trace"][-1]["stopped_by"] == "iterations"
 
 
@@ -308,6 +405,7 @@ def test_budget_is_enforced_end_to_end(tmp_path, data_dir, fake):
     for run in results["runs"]:
         assert run["llm_calls"]["selection"] <= 10 and run["budget_exhausted"], run["method"]
         assert run["n"] == 2  # still answers every test item with what it learned
+        assert run["warnings"][0].startswith("stopped at --llm-budget 10") and len(run["warnings"]) == 2
     records = lines(tmp_path / "run" / "records.jsonl")
     assert all(len(r["demo_ids"]) == 5 for r in records)
     fits = {f["method"]: f for f in lines(tmp_path / "run" / "fits.jsonl")}

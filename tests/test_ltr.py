@@ -1,4 +1,6 @@
 """LTR baselines: slates from rewards, rankers learning an order, padding, and the selectors end to end."""
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -125,3 +127,111 @@ def test_ltr_ranks_exactly_dearicl_dynamic_candidates(data_dir, encoder, bertsco
     for query in splits.test:
         chosen = tuple(d.id for d in ndcg.select(query))
         assert chosen in candidate_sets and set(chosen) <= pool_ids
+
+
+class VectorEncoder:
+    """Test queries carry their embedding in `meta`."""
+
+    def encode_items(self, items, with_output=False):
+        return np.array([it.meta["vec"] for it in items], dtype=np.float32)
+
+
+def planted_world(seed: int = 0, n_arms: int = 12, d: int = 4):
+    """Arm and query embeddings with a query-dependent utility (q W) . a: the best arm differs per query."""
+    rng = np.random.default_rng(seed)
+    arms = rng.normal(size=(n_arms, d)).astype(np.float32)
+    w = rng.normal(size=(d, d))
+
+    def queries(n, start):
+        from bench.items import Item
+
+        vecs = rng.normal(size=(n, d)).astype(np.float32)
+        return [Item(f"q:{start + i}", "q", "0", meta={"vec": v}) for i, v in enumerate(vecs)]
+
+    def utility(query):
+        return (query.meta["vec"] @ w) @ arms.T
+
+    return arms, queries, utility
+
+
+def test_trained_ranker_follows_a_query_dependent_signal_and_untrained_does_not():
+    from bench.items import Item
+    from methods.base import create
+
+    arms, queries, utility = planted_world()
+    train = queries(40, 0)
+    util = np.array([utility(q) for q in train])
+    labels = 4 * (util - util.min(1, keepdims=True)) / np.ptp(util, axis=1, keepdims=True)
+    slates = Slates(pair_features(np.array([q.meta["vec"] for q in train]), arms), labels.astype(np.float32))
+
+    def ranker(trained: bool):
+        sel = create("ndcgloss2pp", {"k": 1})
+        torch.manual_seed(0)
+        sel.model_ = sel.make_model(slates.features.shape[-1])
+        if trained:
+            losses = train_ranker(sel.model_, sel.loss(), slates, epochs=60, batch_size=8, lr=1e-3, seed=0)
+            assert losses[-1] < losses[0]
+        sel.model_.eval()
+        sel.arm_emb_, sel.candidates_, sel.shift_, sel.scale_ = arms, np.arange(len(arms)), 0.0, 1.0
+        sel.encoder_ = VectorEncoder()
+        sel.demos_of = lambda arm: [Item(f"arm:{arm}", "d", "0")]
+        return sel
+
+    trained, untrained = ranker(True), ranker(False)
+    unseen = queries(20, 100)
+    best = [int(np.argmax(utility(q))) for q in unseen]
+    pick = [int(trained.select(q)[0].id.split(":")[1]) for q in unseen]
+    blind = [int(untrained.select(q)[0].id.split(":")[1]) for q in unseen]
+    assert len(set(pick)) >= 3  # the choice depends on the query
+    assert np.mean(np.array(pick) == best) >= 0.6 > np.mean(np.array(blind) == best) + 0.3
+    assert sum(p != b for p, b in zip(pick, blind)) >= 10
+
+
+def test_ltr_without_training_data_fails_its_row_and_the_run_exits_3(tmp_path, data_dir, monkeypatch, capsys):
+    from bench.cli import main
+
+    backend = FakeBackend(respond=varied, batch_size=8)
+    monkeypatch.setattr(runner_mod, "make_backend", lambda spec: backend)
+    out = tmp_path / "run"
+    # 8 calls: the shared DEARICL bandit spends them (2 pulls x 4 items); pirank's own pulls get nothing
+    code = main(["--methods", "dearicl-dynamic,pirank,knn", "--tasks", "gsm8k", "--n-test", "2", "--n-val", "4",
+                 "--pool-size", "40", "--llm-budget", "8", "--temperature", "0", "--max-new-tokens", "8",
+                 "--bertscore-model", "local", "--data-dir", str(data_dir), "--out", str(out), "--no-progress",
+                 "--param", "*.n_arms=16", "--param", "*.m=3", "--param", "*.challengers=2",
+                 "--param", "*.cold_start=2", "--param", "*.mc_passes=32", "--param", "*.hidden=[16]",
+                 "--param", "pirank.epochs=3"])
+    assert code == 3
+    err = capsys.readouterr().err
+    assert "error: pirank on gsm8k: pirank: no training data: 0 arm(s) observed in its own pulls" in err
+    results = json.loads((out / "results.json").read_text())
+    runs = {r["method"]: r for r in results["runs"]}
+    assert runs["pirank"]["score"] is None and "no training data" in runs["pirank"]["error"]
+    assert runs["knn"]["score"] is not None and runs["knn"]["error"] is None and runs["knn"]["n"] == 2
+    assert runs["dearicl-dynamic"]["score"] is not None
+    assert runs["dearicl-dynamic"]["warnings"][0].startswith("stopped at --llm-budget 8")
+    report = (out / "report.md").read_text()
+    assert "## Failed fits" in report and "- `pirank` on gsm8k: pirank: no training data" in report
+    assert "| pirank " in report and "failed" in report.split("## Accuracy")[1].split("## ")[0]
+    assert not [r for r in lines(out / "records.jsonl") if r["method"] == "pirank"]
+
+
+def test_ltr_models_rank_in_eval_mode_and_all_candidates_option(data_dir, encoder, bertscore):
+    from bench.llm.base import GenerationParams
+    from bench.llm.client import LLMClient
+    from bench.oracle import RewardOracle
+    from bench.tasks import make_task
+    from methods.base import FitContext, accepted_params, available, create
+
+    task = make_task("gsm8k")
+    splits = task.load_splits(data_dir, n_test=2, n_val=4, pool_size=40, seed=3)
+    client = LLMClient(FakeBackend(respond=varied, batch_size=8), None, None, GenerationParams(16, 0.0))
+    accepted = accepted_params(available()["listnet"])
+    params = {k: v for k, v in LTR_SMALL["*"].items() if k in accepted}
+    ctx = FitContext(task=task, pool=splits.pool, validation=splits.validation, encoder=encoder,
+                     oracle=RewardOracle(client, task, "listnet", bertscore), seed=3)
+    sel = create("listnet", {**params, "candidates": "all"}).fit(ctx)
+    assert not sel.model_.training and not any(m.training for m in sel.model_.modules())  # dropout off
+    assert sel.candidates_.tolist() == list(range(len(sel.prep_.arms)))
+    assert sel.trace()[-1]["candidate_set"] == "all"
+    first = [d.id for d in sel.select(splits.test[0])]
+    assert first == [d.id for d in sel.select(splits.test[0])]  # deterministic at test time

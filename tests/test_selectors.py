@@ -31,21 +31,67 @@ def test_knn_picks_most_similar_and_puts_the_best_last():
     assert [d.id for d in knn.select(QUERY)] == ["a", "b", "c"]
 
 
-def test_mmr_trades_relevance_for_diversity():
-    mmr = create("mmr", {"k": 2, "lam": 0.5}).fit(ctx(POOL))
-    chosen = {d.id for d in mmr.select(QUERY)}
-    # relevance 0.5 * 0.997 for c first, then e (0.5 * 0.10 - 0.5 * 0.03) beats d and the near-duplicates
-    assert chosen == {"c", "e"}
-    plain = create("mmr", {"k": 2, "lam": 1.0}).fit(ctx(POOL))
-    knn = create("knn", {"k": 2}).fit(ctx(POOL))
-    assert [d.id for d in plain.select(QUERY)] == [d.id for d in knn.select(QUERY)]
+def reference_mmr(q: np.ndarray, emb: np.ndarray, k: int, lam: float) -> list[int]:
+    """Loop version of the EXPLORA repository's MMR: 0.5 + z-scores, raw-cosine first pick."""
+    def norm(col):
+        return [0.5 + (v - np.mean(col)) / np.std(col) for v in col]
+
+    rel = norm(list(q))
+    chosen = [int(np.argmax(q))]
+    while len(chosen) < k:
+        cols = [norm([float(emb[i] @ emb[c]) for i in range(len(q))]) for c in chosen]
+        best, best_score = None, -np.inf
+        for i in range(len(q)):
+            if i in chosen:
+                continue
+            score = lam * rel[i] - (1 - lam) * max(col[i] for col in cols)
+            if score > best_score:
+                best, best_score = i, score
+        chosen.append(best)
+    return chosen
 
 
-def test_mmr_order_hand_example():
-    q = np.array([0.9, 0.8, 0.1])
-    pair = np.array([[1.0, 0.95, 0.0], [0.95, 1.0, 0.0], [0.0, 0.0, 1.0]])
-    # step 1: argmax 0.5*q -> 0; step 2: 0.5*0.8-0.5*0.95=-0.075 vs 0.5*0.1-0=0.05 -> 2
-    assert mmr_order(q, pair, 2, 0.5) == [0, 2]
+def test_mmr_order_matches_the_reference_loop():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        emb = rng.normal(size=(12, 4))
+        emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+        q = emb @ (rng.normal(size=4) / 2)
+        assert mmr_order(q, emb, 4, 0.7) == reference_mmr(q, emb, 4, 0.7)
+
+
+def test_mmr_normalisation_changes_the_pick_hand_example():
+    # a and b are near-duplicates close to the query, c is orthogonal to a, d sits between
+    emb = np.array([[1.0, 0.0], [0.995, 0.0999], [0.0, 1.0], [0.8, 0.6]])
+    q = np.array([0.95, 0.94, 0.60, 0.90])
+    # first pick: a (raw cosine). Relevance 0.5 + z: a 1.21, b 1.14, c -1.22, d 0.86;
+    # redundancy to a, 0.5 + z of (1, 0.995, 0, 0.8): b 1.22, c -1.20, d 0.75.
+    # lam 0.7: b 0.43, c -0.49, d 0.38 -> b. Raw MMR picks c: 0.42 > d 0.39 > b 0.36.
+    assert mmr_order(q, emb, 2, 0.7) == [0, 1]
+    raw = [0.7 * q[i] - 0.3 * float(emb[i] @ emb[0]) for i in (1, 2, 3)]
+    assert np.round(raw, 2).tolist() == [0.36, 0.42, 0.39]
+
+
+def test_mmr_keeps_selection_order_and_lam_one_is_knn():
+    plain = create("mmr", {"k": 3, "lam": 1.0}).fit(ctx(POOL, k=3))
+    knn = create("knn", {"k": 3}).fit(ctx(POOL, k=3))
+    # the authors' MMR keeps the selection order (most relevant first); KNN puts the most similar last
+    assert [d.id for d in plain.select(QUERY)] == [d.id for d in knn.select(QUERY)][::-1]
+    diverse = create("mmr", {"k": 2}).fit(ctx(POOL))  # lam 0.7 by default
+    assert diverse.lam == 0.7 and [d.id for d in diverse.select(QUERY)][0] == "c"
+
+
+def test_few_shot_wei_exemplars_on_gsm8k_only():
+    from bench.tasks.gsm8k import GSM8K
+
+    wei = create("few-shot", {"k": 3, "exemplars": "wei"})
+    demos = wei.fit(FitContext(task=GSM8K(), pool=POOL, validation=[], encoder=None, oracle=None, k=3)).select(QUERY)
+    assert [d.answer for d in demos] == ["6", "5", "39"] and demos[0].question.startswith("There are 15 trees")
+    assert demos[2].rationale.endswith("74 - 35 = 39.")
+    with pytest.raises(ConfigError, match="exists for gsm8k only, not toy"):
+        wei.check_task(type("T", (), {"name": "toy"})())
+    with pytest.raises(ConfigError, match="8 GSM8K exemplars"):
+        create("few-shot", {"k": 9, "exemplars": "wei"})
 
 
 def test_few_shot_is_seeded_and_task_level():
