@@ -117,16 +117,9 @@ def config_defaults(parser: argparse.ArgumentParser, path: Path) -> dict[str, di
     Keys are the run command's long options (`n_test` or `n-test`); `params` maps METHOD (or `*`) to
     {NAME: VALUE}. Flags on the command line override the file.
     """
-    import yaml
+    from bench.yamlfile import read_mapping
 
-    if not path.is_file():
-        raise ConfigError(f"--config: no file at {path}")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"--config {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"--config {path}: the top level must be a mapping of option: value")
+    data = read_mapping(path, "--config")
     params = data.pop("params", None) or {}
     if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
         raise ConfigError(f"--config {path}: 'params' must map a method name (or '*') to {{name: value}}")

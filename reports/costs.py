@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 
 from bench.errors import ConfigError
+from bench.yamlfile import read_mapping
 
 
 @dataclass(frozen=True)
@@ -33,13 +33,7 @@ class PriceTable:
 
     @classmethod
     def load(cls, path: Path) -> "PriceTable":
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"no price file at {path}")
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+        data = read_mapping(path, "price file")
         prices = {}
         for model, row in data.items():
             if not isinstance(row, dict) or not {"input", "output"} <= set(row):

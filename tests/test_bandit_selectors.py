@@ -44,3 +44,28 @@ def test_bandit_budget_is_enforced(tmp_path, data_dir, fake):
         assert run["n"] == 2  # still answers every test item with what it learned
     sel = [c for c in lines(tmp_path / "run" / "calls.jsonl") if c["phase"] == "selection" and not c["cached"]]
     assert len(sel) <= 20
+
+
+def test_case_dynamic_reports_asked_and_distinct_calls(tmp_path, data_dir, fake):
+    cfg = make_config(tmp_path, data_dir, methods=["case-dynamic"], tasks=["gsm8k"], n_test=4, n_val=4,
+                      pool_size=40, method_params=SMALL)
+    run = Runner(cfg).run()["runs"][0]
+    records = lines(tmp_path / "run" / "records.jsonl")
+    infos = [r["select_info"] for r in records]
+    assert all(1 <= i["pulls"] <= 3 and i["llm_calls_requested"] > 0 for i in infos)
+    asked = sum(i["llm_calls_requested"] for i in infos)
+    new = sum(i["llm_calls_new"] for i in infos)
+    assert run["llm_calls_requested"]["selection"] == asked  # every query's own requests, cache hits included
+    assert run["llm_calls"]["selection"] == new <= asked  # distinct calls: what a cold cache pays once
+    assert asked <= sum(4 * i["pulls"] for i in infos)  # a pull asks one call per item (greedy: a re-pull is the same)
+    assert new < asked  # every query starts from the same seeded cold-start arms: later queries re-ask them
+    assert f"{new} ({asked} asked)" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_case_dynamic_query_without_a_pull_fails_the_row(tmp_path, data_dir, fake):
+    cfg = make_config(tmp_path, data_dir, methods=["case-dynamic", "knn"], tasks=["gsm8k"], n_test=4, n_val=4,
+                      pool_size=40, method_params=SMALL, llm_budget=3)
+    runs = {r["method"]: r for r in Runner(cfg).run()["runs"]}
+    assert runs["case-dynamic"]["score"] is None
+    assert "ran out before query" in runs["case-dynamic"]["error"]
+    assert runs["knn"]["score"] is not None
