@@ -111,7 +111,7 @@ def test_bad_price_file_is_one_line_error(tmp_path):
     bad.write_text("gpt-4o-mini: {input: 0.15}\n")
     with pytest.raises(ConfigError, match="needs 'input' and 'output'"):
         PriceTable.load(bad)
-    with pytest.raises(ConfigError, match="no price file"):
+    with pytest.raises(ConfigError, match="price file: no file at"):
         PriceTable.load(tmp_path / "missing.yaml")
     table = PriceTable.load(bad.with_name("ok.yaml")) if bad.with_name("ok.yaml").write_text(
         "gemma3-270m: {input: 0, output: 1}\n") else None

@@ -157,13 +157,13 @@ def test_remining_scores_only_new_pairs_and_merges_the_lists(encoder):
 # ---- training ----------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def trained(encoder):
-    """UDR at its DEFAULT settings on a 40-item pool (every item a training query)."""
+    """UDR at its DEFAULT settings on a 24-item pool (every item a training query)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # module fixtures start before the autouse one
     shared = encoder._load()
     params_before = {name: p.detach().clone() for name, p in shared.named_parameters()}
     probe_before = shared.encode(["a sentence nobody embedded before"], normalize_embeddings=True)
-    ctx, backend = make_ctx(encoder, toy_items(40))
+    ctx, backend = make_ctx(encoder, toy_items(24))
     selector = create("udr", {"k": 3}).fit(ctx)
     yield selector, ctx, backend, params_before, probe_before
     torch.set_num_threads(threads)
@@ -172,7 +172,7 @@ def trained(encoder):
 @pytest.mark.slow
 def test_defaults_train_a_retriever_that_follows_the_lm_on_unseen_queries(trained, encoder):
     selector, ctx, _, _, _ = trained
-    assert selector.trace()[0]["rounds"] == 3 and selector.trace()[0]["queries_scored"] == 40
+    assert selector.trace()[0]["rounds"] == 3 and selector.trace()[0]["queries_scored"] == 24
     unseen = toy_items(12, start=1000, split="test")
     pool_texts = [item_text(it, with_output=True) for it in ctx.pool]
     before = held_out_accuracy(ctx.pool, unseen, encoder.encode([item_text(q) for q in unseen]),
@@ -275,7 +275,8 @@ def test_udr_on_dearicl_data_ranks_dearicl_candidates(tmp_path, data_dir, monkey
 
     backend = FakeBackend(respond=varied, batch_size=8)
     monkeypatch.setattr(runner_mod, "make_backend", lambda spec: backend)
-    params = {"*": {**SMALL["*"], "epochs": 2}, "udr": {"n_train_queries": 2, "n_candidates": 3, "rounds": 1}}
+    params = {"*": {**SMALL["*"], "epochs": 2}, "udr": {"n_train_queries": 2, "n_candidates": 3, "rounds": 1},
+              "udr@dearicl-data": {"sample_size": 3, "epochs": 1}}  # arms of 5 real demonstrations: long texts
     cfg = make_config(tmp_path, data_dir, methods=["dearicl-dynamic", "udr"], tasks=["gsm8k"], n_test=2, n_val=4,
                       pool_size=40, method_params=params, ltr_data=("own", "dearicl"))
     results = Runner(cfg).run()
@@ -285,6 +286,6 @@ def test_udr_on_dearicl_data_ranks_dearicl_candidates(tmp_path, data_dir, monkey
     assert runs["udr@dearicl-data"]["llm_calls"]["selection"] == runs["dearicl-dynamic"]["llm_calls"]["selection"]
     fits = {f["method"]: f for f in lines(tmp_path / "run" / "fits.jsonl")}
     ltr = fits["udr@dearicl-data"]["trace"][-1]
-    assert ltr["ltr_data"] == "dearicl" and ltr["epochs"] == 2 and ltr["candidate_set"] == "dearicl"
+    assert ltr["ltr_data"] == "dearicl" and ltr["epochs"] == 1 and ltr["candidate_set"] == "dearicl"
     records = [r for r in lines(tmp_path / "run" / "records.jsonl") if r["method"] == "udr@dearicl-data"]
     assert len(records) == 2 and all(len(r["demo_ids"]) == 5 for r in records)
