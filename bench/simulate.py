@@ -15,17 +15,19 @@ from tqdm.auto import tqdm
 from bench.errors import ConfigError, DataError
 from dearicl.arms import arm_embeddings, build_arms, slot_similarity_features
 from dearicl.bandit import BanditConfig, GapIndexTopM
+from dearicl.confidence import LUCB
 from dearicl.environments import EmbeddingEnvironment, HiddenNonlinearReward, LinearEnvironment, load_reward_module
 from dearicl.surrogates import LinearSurrogate, NeuralConfig, NeuralSurrogate
 
-SIM_METHODS = {"case": ("linear", "greedy"), "dearicl": ("neural", "greedy"), "dearicl-random": ("neural", "random")}
+SIM_METHODS = {"case": ("linear", "greedy"), "dearicl": ("neural", "greedy"), "dearicl-random": ("neural", "random"),
+               "lucb": ("model-free", "lucb")}  # lucb: per-arm anytime confidence sequences (dearicl/confidence.py)
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench simulate",
                                 description="Run bandit methods on SIMULATED reward environments with known truth.")
     p.add_argument("--env", choices=["linear", "nonlinear", "custom"], required=True)
-    p.add_argument("--methods", default=None, help="comma-separated: case, dearicl, dearicl-random")
+    p.add_argument("--methods", default=None, help="comma-separated: case, dearicl, dearicl-random, lucb")
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--m", type=int, default=None, help="top-m size (default 2 linear, 10 otherwise)")
@@ -101,6 +103,9 @@ def run(argv: list[str]) -> dict:
             raise ConfigError(f"unknown simulate method '{name}'; known: {', '.join(SIM_METHODS)}")
         if linear and SIM_METHODS[name][0] == "neural":
             raise ConfigError(f"'{name}' needs query embeddings: use --env nonlinear or custom")
+        if linear and SIM_METHODS[name][0] == "model-free":
+            raise ConfigError(f"'{name}' needs rewards in [0, 1] (its confidence sequences assume them); "
+                              "the linear environment's Gaussian rewards are unbounded")
     m = args.m or (2 if linear else 10)
     epsilon = args.epsilon if args.epsilon is not None else (0.0 if linear else 0.1)
     noise = args.noise if args.noise is not None else (0.5 if linear else 0.1)
@@ -135,10 +140,28 @@ def run(argv: list[str]) -> dict:
     results, traces = [], {}
     for name in methods:
         kind, rule = SIM_METHODS[name]
-        pulls, errors, eps_errors, regrets, seconds, stops = [], 0, 0, [], [], {}
+        pulls, regrets, seconds, stops, errors, eps_errors = [], [], [], {}, 0, 0
+
+        def record(res) -> None:
+            nonlocal errors, eps_errors
+            truth = env.true_means
+            errors += set(res.top_m) != set(np.argsort(-truth, kind="stable")[:m].tolist())
+            # (epsilon, delta)-PAC: every returned arm within epsilon of the true m-th best
+            eps_errors += bool(np.any(truth[res.top_m] < np.sort(truth)[::-1][m - 1] - epsilon - 1e-12))
+            regrets.append(float(np.sort(truth)[::-1][:m].mean() - truth[res.top_m].mean()))
+            pulls.append(res.pulls)
+            stops[res.stopped_by] = stops.get(res.stopped_by, 0) + 1
         for r in tqdm(range(args.runs), desc=f"simulate {name}", disable=None if not args.no_progress else True):
             rng = np.random.default_rng([args.seed, r])
             env = make_env(rng)
+            if kind == "model-free":
+                began = time.perf_counter()
+                res = LUCB(env, m, epsilon=epsilon, delta=args.delta, max_pulls=args.budget).run()
+                seconds.append(time.perf_counter() - began)
+                record(res)
+                if r == 0:
+                    traces[name] = res.trace
+                continue
             if kind == "linear":
                 feats = features if linear else case_features
                 # the surrogate assumes the environment's noise level; GIFA's lambda = sigma / 20
@@ -155,14 +178,7 @@ def run(argv: list[str]) -> dict:
             began = time.perf_counter()
             res = GapIndexTopM(env, surrogate, cfg).run()
             seconds.append(time.perf_counter() - began)
-            true_top = set(np.argsort(-env.true_means, kind="stable")[:m].tolist())
-            errors += set(res.top_m) != true_top
-            # (epsilon, delta)-PAC: every returned arm within epsilon of the true m-th best
-            mth = np.sort(env.true_means)[::-1][m - 1]
-            eps_errors += bool(np.any(env.true_means[res.top_m] < mth - epsilon - 1e-12))
-            regrets.append(float(np.sort(env.true_means)[::-1][:m].mean() - env.true_means[res.top_m].mean()))
-            pulls.append(res.pulls)
-            stops[res.stopped_by] = stops.get(res.stopped_by, 0) + 1
+            record(res)
             if r == 0:
                 traces[name] = res.trace
         results.append({"method": name, "simulated": True, "runs": args.runs, "mean_pulls": float(np.mean(pulls)),

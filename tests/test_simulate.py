@@ -37,11 +37,11 @@ def test_custom_reward_module(tmp_path, data_dir):
         "import numpy as np\n"
         "def reward(query_embedding, demo_embeddings, rng):\n"
         "    # relevance of the best demonstration, plus noise\n"
-        "    return float(np.max(demo_embeddings @ query_embedding) + rng.normal(0, 0.05))\n")
+        "    return float(np.clip(np.max(demo_embeddings @ query_embedding) + rng.normal(0, 0.05), 0, 1))\n")
     out = tmp_path / "sim.json"
     code = main(["simulate", "--env", "custom", "--reward-module", str(module), "--data-dir", str(data_dir),
                  "--task", "aquarat", "--pool-size", "60", "--n-arms", "24", "--n-val", "5", "--m", "3",
-                 "--challengers", "2", "--budget", "12", "--runs", "2", "--methods", "case,dearicl",
+                 "--challengers", "2", "--budget", "12", "--runs", "2", "--methods", "case,dearicl,lucb",
                  "--truth-samples", "8", "--out", str(out), "--no-progress"])
     assert code == 0
     data = json.loads(out.read_text())
@@ -49,7 +49,9 @@ def test_custom_reward_module(tmp_path, data_dir):
     for res in data["results"]:
         assert all(p <= 12 for p in res["pulls"]) and 0.0 <= res["error_rate"] <= 1.0
         assert res["mean_simple_regret"] >= -1e-9
-    assert set(data["traces"]) == {"case", "dearicl"}
+    assert set(data["traces"]) == {"case", "dearicl", "lucb"}
+    lucb = next(r for r in data["results"] if r["method"] == "lucb")
+    assert lucb["pulls"] == [12, 12] and lucb["stopped_by"] == {"max_pulls": 2}  # 24 arms: the budget ends first
 
 
 @pytest.mark.parametrize("args, message", [
@@ -57,6 +59,7 @@ def test_custom_reward_module(tmp_path, data_dir):
     (["--env", "linear", "--features-csv", "nope.csv", "--theta", "1"], "features file not found"),
     (["--env", "custom", "--reward-module", "missing.py"], "reward module not found"),
     (["--env", "linear", "--methods", "dearicl"], "needs query embeddings"),
+    (["--env", "linear", "--methods", "lucb"], "needs rewards in [0, 1]"),
 ])
 def test_simulate_bad_input(tmp_path, capsys, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)

@@ -1,0 +1,132 @@
+"""Anytime-valid confidence sequences for the mean of [0, 1]-bounded i.i.d. observations, and LUCB.
+
+A pull of an arm returns its rewards on the validation queries; their mean is one observation in [0, 1]
+whose expectation is the arm's true mean (over that fixed validation set), independent across pulls.
+
+`anytime_radius(n, var, delta)` holds for ALL n at once with probability >= 1 - delta: the per-n
+two-sided bounds are combined by a union bound over n with delta_n = delta / (n (n + 1)) (which sums to
+delta), and at each n the tighter of Hoeffding's and Maurer & Pontil's (2009, Thm 4) empirical-Bernstein
+radius is used, each at delta_n / 2. This is a simple valid construction; the stitched boundaries of Howard
+et al. (2021) or betting confidence sequences (Waudby-Smith & Ramdas 2024) are tighter by a log factor.
+
+`LUCB` is top-m identification with such sequences (LUCB1, Kalyanakrishnan et al. 2012): each round the
+empirical top m (J) and the rest are compared through the weakest lower bound in J and the strongest
+upper bound outside it; both arms are pulled until UCB(outside) - LCB(J) < epsilon. Each arm gets
+delta / K, so with probability >= 1 - delta every returned arm is within epsilon of the true m-th best.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bench.errors import BudgetExhausted, ConfigError
+
+
+def hoeffding_radius(n: int, delta: float) -> float:
+    return math.sqrt(math.log(2.0 / delta) / (2.0 * n))
+
+
+def empirical_bernstein_radius(n: int, var: float, delta: float) -> float:
+    """Maurer & Pontil (2009), two-sided at level delta; `var` is the unbiased sample variance (n >= 2)."""
+    if n < 2:
+        return 1.0
+    log_term = math.log(4.0 / delta)
+    return math.sqrt(2.0 * var * log_term / n) + 7.0 * log_term / (3.0 * (n - 1))
+
+
+def anytime_radius(n: int, var: float, delta: float) -> float:
+    """A radius valid for every n simultaneously (union bound over n), never wider than 1."""
+    if n < 1:
+        return 1.0
+    delta_n = delta / (n * (n + 1.0))
+    return min(1.0, hoeffding_radius(n, delta_n / 2), empirical_bernstein_radius(n, var, delta_n / 2))
+
+
+class ArmStats:
+    """Running count, mean and unbiased variance of each arm's per-pull mean rewards (Welford)."""
+
+    def __init__(self, n_arms: int):
+        self.n = np.zeros(n_arms, dtype=np.int64)
+        self.mean = np.zeros(n_arms)
+        self._m2 = np.zeros(n_arms)
+
+    def add(self, arm: int, value: float) -> None:
+        self.n[arm] += 1
+        step = value - self.mean[arm]
+        self.mean[arm] += step / self.n[arm]
+        self._m2[arm] += step * (value - self.mean[arm])
+
+    def var(self, arm: int) -> float:
+        return float(self._m2[arm] / (self.n[arm] - 1)) if self.n[arm] > 1 else 0.25
+
+    def radius(self, arm: int, delta: float) -> float:
+        return anytime_radius(int(self.n[arm]), self.var(arm), delta)
+
+    def bounds(self, delta: float) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) confidence bounds of every arm, clipped to [0, 1]; unpulled arms get [0, 1]."""
+        radius = np.array([self.radius(a, delta) if self.n[a] else 1.0 for a in range(len(self.n))])
+        return np.clip(self.mean - radius, 0.0, 1.0), np.clip(self.mean + radius, 0.0, 1.0)
+
+
+class _OutOfPulls(Exception):
+    """max_pulls reached before every arm had its first pull."""
+
+
+@dataclass
+class LUCBResult:
+    top_m: list[int]
+    pulls: int
+    rounds: int
+    stopped_by: str  # "certified" | "budget" | "max_pulls"
+    trace: list[dict] = field(default_factory=list)
+
+
+class LUCB:
+    """Model-free certified top-m identification over an environment's arms (see the module docstring)."""
+
+    def __init__(self, env, m: int, epsilon: float = 0.1, delta: float = 0.05, max_pulls: int | None = None):
+        if not 0 < m < env.n_arms:
+            raise ConfigError(f"lucb: m must be in [1, {env.n_arms - 1}], got {m}")
+        if not 0 < delta < 1 or epsilon < 0:
+            raise ConfigError(f"lucb: delta must be in (0, 1) and epsilon >= 0, got {delta}, {epsilon}")
+        self.env, self.m, self.epsilon, self.delta, self.max_pulls = env, m, epsilon, delta, max_pulls
+        self.stats = ArmStats(env.n_arms)
+        self.pulls = 0
+
+    def _pull(self, arm: int) -> None:
+        self.stats.add(arm, float(np.mean(self.env.pull(arm))))
+        self.pulls += 1
+
+    def run(self) -> LUCBResult:
+        k, per_arm = self.env.n_arms, self.delta / self.env.n_arms
+        trace, rounds, stopped_by = [], 0, "certified"
+        try:
+            for arm in range(k):  # every arm once: no bound is informative before its first pull
+                if self.max_pulls is not None and self.pulls >= self.max_pulls:
+                    raise _OutOfPulls
+                self._pull(arm)
+            while True:
+                rounds += 1
+                lower, upper = self.stats.bounds(per_arm)
+                order = np.argsort(-self.stats.mean, kind="stable")
+                top, rest = order[: self.m], order[self.m:]
+                weakest = int(top[np.argmin(lower[top])])
+                strongest = int(rest[np.argmax(upper[rest])])
+                gap = float(upper[strongest] - lower[weakest])
+                trace.append({"round": rounds, "pulls": self.pulls, "gap_index": gap})
+                if gap < self.epsilon:
+                    break
+                if self.max_pulls is not None and self.pulls + 2 > self.max_pulls:
+                    stopped_by = "max_pulls"
+                    break
+                self._pull(weakest)
+                self._pull(strongest)
+        except BudgetExhausted:
+            stopped_by = "budget"
+        except _OutOfPulls:
+            stopped_by = "max_pulls"
+        top = np.argsort(-self.stats.mean, kind="stable")[: self.m]
+        return LUCBResult(top_m=[int(a) for a in top], pulls=self.pulls, rounds=rounds, stopped_by=stopped_by,
+                          trace=trace)

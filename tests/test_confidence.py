@@ -1,0 +1,75 @@
+"""Anytime-valid confidence sequences and LUCB (dearicl/confidence.py) on simulated streams."""
+import numpy as np
+import pytest
+
+from bench.errors import BudgetExhausted, ConfigError
+from dearicl.confidence import (LUCB, ArmStats, anytime_radius, empirical_bernstein_radius, hoeffding_radius)
+
+
+def test_radius_values_by_hand():
+    assert hoeffding_radius(50, 0.05) == pytest.approx(np.sqrt(np.log(40) / 100))
+    assert empirical_bernstein_radius(10, 0.04, 0.05) == pytest.approx(
+        np.sqrt(2 * 0.04 * np.log(80) / 10) + 7 * np.log(80) / 27)
+    # anytime: the per-n level is delta / (n (n + 1)), halved for the two bounds; low variance -> Bernstein wins
+    n, delta = 200, 0.05
+    level = delta / (n * (n + 1)) / 2
+    assert anytime_radius(n, 0.0001, delta) == pytest.approx(
+        min(hoeffding_radius(n, level), empirical_bernstein_radius(n, 0.0001, level)))
+    assert anytime_radius(n, 0.0001, delta) < hoeffding_radius(n, level)
+    assert anytime_radius(1, 0.0, delta) == 1.0 and anytime_radius(0, 0.0, delta) == 1.0
+
+
+@pytest.mark.parametrize("kind", ["bernoulli", "beta"])
+def test_anytime_miscoverage_is_at_most_delta(kind):
+    """Over many streams, the fraction in which the sequence EVER misses the true mean stays below delta."""
+    rng = np.random.default_rng(0)
+    streams, length, delta = 1500, 300, 0.1
+    mean = 0.3
+    if kind == "bernoulli":
+        draws = (rng.random((streams, length)) < mean).astype(float)
+    else:  # a low-variance law: the empirical-Bernstein part is the one doing the work
+        draws = rng.beta(30 * mean, 30 * (1 - mean), size=(streams, length))
+    missed = 0
+    for row in draws:
+        stats = ArmStats(1)
+        ever = False
+        for value in row:
+            stats.add(0, float(value))
+            ever |= abs(stats.mean[0] - mean) > stats.radius(0, delta)
+        missed += ever
+    rate = missed / streams
+    assert rate <= delta + 3 * np.sqrt(delta * (1 - delta) / streams)
+    # and the sequence is not vacuous: after 300 draws it is far narrower than [0, 1]
+    assert stats.radius(0, delta) < (0.35 if kind == "bernoulli" else 0.16)
+
+
+class MeansEnv:
+    """Arms with fixed true means; a pull returns 20 noisy per-query rewards in [0, 1]."""
+
+    def __init__(self, means, rng, cap=None):
+        self.true_means, self.rng, self.cap, self.pulled = np.asarray(means), rng, cap, 0
+        self.n_arms = len(means)
+
+    def pull(self, arm):
+        if self.cap is not None and self.pulled >= self.cap:
+            raise BudgetExhausted("cap")
+        self.pulled += 1
+        return np.clip(self.true_means[arm] + self.rng.normal(0, 0.2, 20), 0, 1)
+
+
+def test_lucb_finds_the_top_m_of_a_well_separated_instance():
+    means = [0.9, 0.85, 0.8, 0.35, 0.3, 0.25, 0.2, 0.2]
+    for seed in range(10):
+        res = LUCB(MeansEnv(means, np.random.default_rng(seed)), m=3, epsilon=0.1, delta=0.05).run()
+        assert res.stopped_by == "certified" and set(res.top_m) == {0, 1, 2}
+        assert res.pulls >= len(means) and res.trace[-1]["gap_index"] < 0.1
+
+
+def test_lucb_pulls_grow_as_the_gap_shrinks_and_budget_stops_it():
+    easy = LUCB(MeansEnv([0.9, 0.2, 0.2, 0.2], np.random.default_rng(0)), m=1, epsilon=0.0).run()
+    hard = LUCB(MeansEnv([0.6, 0.5, 0.2, 0.2], np.random.default_rng(0)), m=1, epsilon=0.0).run()
+    assert easy.pulls < hard.pulls
+    capped = LUCB(MeansEnv([0.6, 0.5, 0.2, 0.2], np.random.default_rng(0), cap=10), m=1, epsilon=0.0).run()
+    assert capped.stopped_by == "budget" and capped.pulls == 10
+    with pytest.raises(ConfigError):
+        LUCB(MeansEnv([0.5, 0.4], np.random.default_rng(0)), m=2)
