@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from bench.errors import BudgetExhausted, ConfigError
-from dearicl.confidence import (LUCB, ArmStats, anytime_radius, empirical_bernstein_radius, hoeffding_radius)
+from dearicl.confidence import (LUCB, ArmStats, BettingCS, anytime_radius, empirical_bernstein_radius,
+                               hoeffding_radius)
 
 
 def test_radius_values_by_hand():
@@ -73,3 +74,40 @@ def test_lucb_pulls_grow_as_the_gap_shrinks_and_budget_stops_it():
     assert capped.stopped_by == "budget" and capped.pulls == 10
     with pytest.raises(ConfigError):
         LUCB(MeansEnv([0.5, 0.4], np.random.default_rng(0)), m=2)
+
+
+@pytest.mark.parametrize("kind", ["bernoulli", "beta"])
+def test_betting_sequence_is_anytime_valid_and_tighter(kind):
+    rng = np.random.default_rng(1)
+    streams, length, delta, mean = 400, 200, 0.1, 0.3
+    if kind == "bernoulli":
+        draws = (rng.random((streams, length)) < mean).astype(float)
+    else:
+        draws = rng.beta(30 * mean, 30 * (1 - mean), size=(streams, length))
+    missed = 0
+    for row in draws:
+        cs = BettingCS(1, delta, grid=500)
+        ever = False
+        for value in row:
+            cs.add(0, float(value))
+            low, high = cs.bounds(0)
+            ever |= not low <= mean <= high
+        missed += ever
+    assert missed / streams <= delta + 3 * np.sqrt(delta * (1 - delta) / streams)
+    stats = ArmStats(1)
+    for value in draws[-1]:
+        stats.add(0, float(value))
+    low, high = cs.bounds(0)
+    assert (high - low) / 2 < (0.7 if kind == "bernoulli" else 0.3) * stats.radius(0, delta)
+
+
+def test_lucb_with_either_sequence_certifies_and_betting_needs_fewer_pulls():
+    means = [0.7, 0.65, 0.6, 0.45, 0.4, 0.35]
+    pulls = {}
+    for cs in ("betting", "bernstein"):
+        res = LUCB(MeansEnv(means, np.random.default_rng(3)), m=3, epsilon=0.05, delta=0.05, cs=cs).run()
+        assert res.stopped_by == "certified" and set(res.top_m) == {0, 1, 2}
+        pulls[cs] = res.pulls
+    assert pulls["betting"] < pulls["bernstein"]
+    with pytest.raises(ConfigError):
+        LUCB(MeansEnv(means, np.random.default_rng(3)), m=3, cs="hoeffding")
