@@ -4,7 +4,12 @@
   sqrt(2 beta(t)) * ||x_i - x_j||_{sigma^2 V^-1}.
 - NeuralSurrogate (DEARICL): ReLU MLP with dropout on [H(query), mean H(demos)], trained with a
   relaxed-NDCG loss over the arms of each validation query; width W_t of the paper's Theorem 3.3
-  from MC-dropout passes.
+  from MC-dropout passes. Two points follow the paper's own definitions where earlier code did not:
+  each MC pass draws ONE dropout mask shared by every arm and query, so the differences y_i^(k) - y_j^(k)
+  in V_ij are paired; and eps_stab is the LARGEST drift of an estimate over a round's update, the bound
+  the proof uses, not the mean drift. W_t measures MC noise and training drift, not estimation error:
+  it does not shrink as pulls accumulate (tests/test_dearicl_core.py), so B_t <= epsilon is a
+  convergence test, not a certificate.
 """
 from __future__ import annotations
 
@@ -207,11 +212,16 @@ class NeuralSurrogate(Surrogate):
         if self.mc_cache is not None and self.mc_cache[0] == key:
             return self.mc_cache[1]
         with torch.no_grad():
-            self.model.train(True)  # dropout on: each pass draws its own masks
             # Linear+ReLU before the first dropout is the same in every pass: compute it once.
-            hidden = self.model[:2](self.pairs(arms))
-            x = hidden.unsqueeze(0).expand(self.cfg.mc_passes, -1, -1, -1)
-            y = torch.sigmoid(self.model[2:](x).squeeze(-1)).mean(dim=-1)  # [N, arms]
+            x = self.model[:2](self.pairs(arms)).unsqueeze(0)  # [1, arms, queries, h]
+            for layer in self.model[2:]:
+                if isinstance(layer, torch.nn.Dropout):
+                    # one mask per pass, shared by every arm and query: y_i^(k) - y_j^(k) are paired (V_ij)
+                    keep = torch.rand((self.cfg.mc_passes, 1, 1, x.shape[-1]), generator=self.gen) >= layer.p
+                    x = x * keep / (1.0 - layer.p)
+                else:
+                    x = layer(x)
+            y = torch.sigmoid(x.squeeze(-1)).mean(dim=-1)  # [N, arms]
         samples = y.numpy().astype(np.float64)
         self.mc_cache = (key, samples)
         return samples
@@ -240,10 +250,11 @@ class NeuralSurrogate(Surrogate):
         return max(self.bias.values()) if self.bias else 0.5
 
     def end_round(self, arms: np.ndarray) -> None:
-        """b_a: deviation of the arm's estimate from its moving average; eps_stab: drift from the update."""
+        """b_a: deviation of the arm's estimate from its moving average; eps_stab: the largest drift of an
+        estimate over this round's update (a bound on every arm's drift, as the proof uses it)."""
         now = dict(zip(np.asarray(arms).tolist(), self.means(arms).tolist()))
         drift = [abs(now[a] - self._before[a]) for a in now if a in self._before]
-        self.stability = float(np.mean(drift)) if drift else self.stability
+        self.stability = float(np.max(drift)) if drift else self.stability  # eps_stab: the largest drift
         for a, value in now.items():
             if a in self.ema:
                 self.bias[a] = abs(value - self.ema[a])

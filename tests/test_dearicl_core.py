@@ -299,3 +299,27 @@ def test_observed_simple_regret_hand_example():
     assert loop.simple_regret(np.array([0, 3])) == pytest.approx(0.0)  # U holds the two best observed arms
     assert np.isnan(loop.simple_regret(np.array([2, 5])))  # nothing of U observed yet
     assert loop.regret_kind() == "observed"
+
+
+def test_mc_dropout_masks_are_paired_across_arms():
+    """One mask per pass for every arm and query: two arms with the same features differ by exactly 0."""
+    arms, demo, q = small_world()
+    emb = arm_embeddings(arms, demo)
+    emb[1] = emb[0]  # arm 1 is a copy of arm 0
+    s = NeuralSurrogate(q, emb, config=NeuralConfig(hidden=(16, 8), dropout=0.3, mc_passes=64, seed=0))
+    y = s.mc_samples(np.array([0, 1, 2]))
+    np.testing.assert_array_equal(y[:, 0], y[:, 1])
+    assert y[:, 0].std() > 0 and not np.allclose(y[:, 0], y[:, 2])  # passes differ; arms differ
+    w = s.widths(np.array([0]), np.array([1, 2]), 1)
+    bernstein = 4 * math.log(2 * 3**2 / 0.05) / (3 * 64)
+    assert w[0, 0] == pytest.approx(s.stability + 2 * s._bias(0) + bernstein)  # no variance term left
+    assert w[0, 1] > w[0, 0]
+
+
+def test_stability_is_the_largest_drift_of_the_round():
+    arms, demo, q = small_world()
+    s = NeuralSurrogate(q, arm_embeddings(arms, demo), config=NeuralConfig(hidden=(8,), seed=0))
+    s._before = {0: 0.5, 1: 0.5, 2: 0.4}
+    s.means = lambda chosen: np.array([0.6, 0.45, 0.4])[: len(chosen)]
+    s.end_round(np.array([0, 1, 2]))
+    assert s.stability == pytest.approx(0.1)  # max(|0.1|, |-0.05|, 0), not their mean
