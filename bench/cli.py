@@ -208,7 +208,9 @@ def cmd_run(argv: list[str]) -> int:
         warned = f"  ({len(run['warnings'])} warning(s))" if run.get("warnings") else ""
         print(f"  {run['method']:>14} {run['task']:>8}  {run['metric']} {score}  "
               f"n={run['n']}  calls sel/inf={run['llm_calls']['selection']}/{run['llm_calls']['inference']}{warned}")
-    failed = [r for r in results["runs"] if r.get("error")]
+    from reports.results import failed_runs
+
+    failed = failed_runs(results)
     for run in failed:
         print(f"error: {run['method']} on {run['task']}: {run['error']}", file=sys.stderr)
     return EXIT_FIT_FAILED if failed else 0

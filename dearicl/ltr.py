@@ -188,13 +188,17 @@ class LTRSelector(BanditSelector):
     def make_model(self, d_in: int) -> nn.Module:
         raise NotImplementedError
 
+    def test_candidates(self, result) -> np.ndarray:
+        """The arms ranked at test time: DEARICL's U_t/C_t shortlist, or every arm (`candidates="all"`)."""
+        return np.array(result.seen) if self.candidates == "dearicl" else np.arange(len(self.prep_.arms))
+
     def loss(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
         return LOSSES[self.loss_name]
 
     def fit(self, ctx: FitContext) -> "LTRSelector":
         result = self.fit_neural(ctx)  # the candidate set (and, for ltr_data="dearicl", the training data)
         prep = self.prep_
-        self.candidates_ = np.array(result.seen) if self.candidates == "dearicl" else np.arange(len(prep.arms))
+        self.candidates_ = self.test_candidates(result)
         self.arm_emb_ = arm_embeddings(prep.arms, prep.demo_emb)
         if self.ltr_data == "dearicl":
             sums, counts = self.surrogate_.reward_sum, self.surrogate_.reward_count

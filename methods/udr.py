@@ -350,9 +350,7 @@ class UDROnDearIclData(LTRSelector):
         self.training.validate(self.name or "udr@dearicl-data")
 
     def fit(self, ctx: FitContext) -> "UDROnDearIclData":
-        result = self.fit_neural(ctx)
-        prep = self.prep_
-        self.candidates_ = np.array(result.seen) if self.candidates == "dearicl" else np.arange(len(prep.arms))
+        self.candidates_ = self.test_candidates(self.fit_neural(ctx))
         sums, counts = self.surrogate_.reward_sum, self.surrogate_.reward_count  # [arms, queries]
         lists = []
         for v, query in enumerate(ctx.validation):
