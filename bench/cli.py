@@ -297,8 +297,10 @@ def cmd_simulate(argv: list[str]) -> int:
     env = out["env"]
     print(f"SIMULATED environment '{env['name']}' (m={env['m']}, epsilon={env['epsilon']}, delta={env['delta']}):")
     for r in out["results"]:
-        print(f"  {r['method']:>15}  runs {r['runs']}  mean pulls {r['mean_pulls']:.1f}  error rate {r['error_rate']:.3f} (eps {r['eps_error_rate']:.3f})"
-              f"  mean simple regret {r['mean_simple_regret']:.4f}  stops {r['stopped_by']}")
+        coverage = "  coverage n/a" if r["coverage"] is None else f"  coverage {r['coverage']:.3f}"
+        print(f"  {r['method']:>22}  runs {r['runs']}  pulls {r['mean_pulls']:.1f} ± {r['pulls_se']:.1f}"
+              f"  error rate {r['error_rate']:.3f}  eps-error {r['eps_error_rate']:.3f} ± {r['eps_error_rate_se']:.3f}"
+              f"  regret {r['mean_simple_regret']:.4f} ± {r['simple_regret_se']:.4f}{coverage}  stops {r['stopped_by']}")
     return 0
 
 

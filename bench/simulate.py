@@ -7,28 +7,54 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from bench.errors import ConfigError, DataError
-from dearicl.arms import arm_embeddings, build_arms, slot_similarity_features
+from dearicl.arms import arm_embeddings, build_arms, cluster_labels, slot_similarity_features
 from dearicl.bandit import BanditConfig, GapIndexTopM
 from dearicl.confidence import LUCB
-from dearicl.environments import EmbeddingEnvironment, HiddenNonlinearReward, LinearEnvironment, load_reward_module
+from dearicl.environments import EmbeddingEnvironment, LinearEnvironment, load_reward_module
+from dearicl.pac import CertifiedTopM, PacConfig
 from dearicl.surrogates import LinearSurrogate, NeuralConfig, NeuralSurrogate
+from dearicl.testbeds import FAMILIES, TableEnvironment, make_instance
 
-SIM_METHODS = {"case": ("linear", "greedy"), "dearicl": ("neural", "greedy"), "dearicl-random": ("neural", "random"),
-               "lucb": ("model-free", "lucb")}  # lucb: per-arm anytime confidence sequences (dearicl/confidence.py)
+
+
+@dataclass(frozen=True)
+class SimMethod:
+    kind: str  # "linear" (CASE) | "neural" (DEARICL and its ablations) | "model-free" (LUCB) | "pac"
+    rule: str = "greedy"
+    neural: dict = field(default_factory=dict)  # NeuralConfig overrides: the ablations
+
+
+SIM_METHODS = {
+    "case": SimMethod("linear"),
+    "dearicl": SimMethod("neural"),
+    "dearicl-random": SimMethod("neural", "random"),
+    "dearicl-cal0": SimMethod("neural", neural={"calibration": 0.0}),  # pure relaxed-NDCG loss
+    "dearicl-paper-schedule": SimMethod("neural", neural={"epochs_per_round": 1, "lr": 1e-4}),  # Algorithm 1
+    "dearicl-mc-mean": SimMethod("neural", neural={"estimate": "mc-mean"}),  # MC-dropout mean as mu_hat
+    "lucb": SimMethod("model-free", "lucb"),  # per-arm anytime confidence sequences (dearicl/confidence.py)
+    "dearicl-pac": SimMethod("pac"),  # certified stop (dearicl/pac.py)
+}
+ENVS = ("linear", *FAMILIES, "custom")
+DEFAULT_METHODS = "case,dearicl,dearicl-random,lucb,dearicl-pac"
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench simulate",
-                                description="Run bandit methods on SIMULATED reward environments with known truth.")
-    p.add_argument("--env", choices=["linear", "nonlinear", "custom"], required=True)
-    p.add_argument("--methods", default=None, help="comma-separated: case, dearicl, dearicl-random, lucb")
-    p.add_argument("--runs", type=int, default=10)
+                                description="Run bandit methods on SIMULATED reward environments with known truth. "
+                                            "Testbed families (nonlinear, slots, pairwise, order, latent) draw a "
+                                            "new random instance per run; see dearicl/testbeds.py.")
+    p.add_argument("--env", choices=ENVS, required=True)
+    p.add_argument("--methods", default=None,
+                   help=f"comma-separated, or 'all': {', '.join(SIM_METHODS)} (default: {DEFAULT_METHODS}; "
+                        "case only on linear)")
+    p.add_argument("--runs", type=int, default=10, help="runs; each family run is a new random instance")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--m", type=int, default=None, help="top-m size (default 2 linear, 10 otherwise)")
     p.add_argument("--challengers", type=int, default=5)
@@ -41,12 +67,14 @@ def parser() -> argparse.ArgumentParser:
                    help="rounds without a change of U_t required to stop (default: case 20 as in its script, "
                         "0 for dearicl as in Algorithm 1 and for the linear GIFA mode)")
     p.add_argument("--out", type=Path, default=None, help="JSON results (default: print)")
-    p.add_argument("--plot", type=Path, default=None, help="PNG of gap index and simple regret per round")
+    p.add_argument("--plot", type=Path, default=None, help="PNG of gap index and simple regret per round (run 0)")
+    p.add_argument("--scatter", type=Path, default=None, help="PNG: mean pulls vs eps-error rate per method")
     # linear
     p.add_argument("--features-csv", type=Path, help="linear: arms as rows, comma-separated, no header")
     p.add_argument("--theta", default=None, help="linear: comma-separated parameter vector")
-    p.add_argument("--noise", type=float, default=None, help="reward noise std (default 0.5 linear, 0.1 otherwise)")
-    # nonlinear / custom
+    p.add_argument("--noise", type=float, default=None,
+                   help="reward noise std (default 0.5 linear; 0.1 otherwise: per-query std of the Beta rewards)")
+    # embedding-based environments
     p.add_argument("--task", default="aquarat")
     p.add_argument("--data-dir", type=Path, default=None)
     p.add_argument("--pool-size", type=int, default=300)
@@ -79,7 +107,7 @@ def read_features(path: Path) -> np.ndarray:
 
 
 def embedding_world(args):
-    """Arms from real pool examples and validation queries, embedded with the project's encoder."""
+    """Real pool examples and validation queries, embedded with the project's encoder."""
     from bench.cli import default_data_dir
     from bench.encoder import Encoder
     from bench.tasks import make_task
@@ -88,104 +116,159 @@ def embedding_world(args):
     splits = task.load_splits(args.data_dir or default_data_dir(), n_test=1, n_val=args.n_val,
                               pool_size=args.pool_size, seed=args.seed)
     enc = Encoder()
-    demo = enc.encode_items(splits.pool, with_output=True)
-    queries = enc.encode_items(splits.validation)
-    arms = build_arms(demo, args.n_arms, args.k, args.seed)
-    return arms, demo, queries
+    return enc.encode_items(splits.pool, with_output=True), enc.encode_items(splits.validation)
+
+
+@dataclass
+class World:
+    """One run's environment factory and the features each model class sees."""
+
+    make_env: object  # rng -> environment
+    case_features: np.ndarray | None = None
+    arm_emb: np.ndarray | None = None
+    queries: np.ndarray | None = None
+
+
+def parse_methods(args, linear: bool) -> list[str]:
+    spec = args.methods or ("case" if linear else DEFAULT_METHODS)
+    methods = list(SIM_METHODS) if spec == "all" else spec.split(",")
+    if spec == "all" and linear:
+        methods = ["case"]
+    for name in methods:
+        if name not in SIM_METHODS:
+            raise ConfigError(f"unknown simulate method '{name}'; known: {', '.join(SIM_METHODS)}")
+        kind = SIM_METHODS[name].kind
+        if linear and kind in ("neural", "pac"):
+            raise ConfigError(f"'{name}' needs query embeddings: use --env nonlinear or another family")
+        if linear and kind == "model-free":
+            raise ConfigError(f"'{name}' needs rewards in [0, 1] (its confidence sequences assume them); "
+                              "the linear environment's Gaussian rewards are unbounded")
+    return methods
+
+
+def worlds(args, noise: float, env_info: dict):
+    """A function run -> World: a new instance per run for the families, one fixed world otherwise."""
+    if args.env == "linear":
+        features = read_features(args.features_csv)
+        if args.theta is None:
+            raise ConfigError("--env linear needs --theta")
+        theta = np.array([float(v) for v in args.theta.split(",")])
+        LinearEnvironment(features, theta, noise, np.random.default_rng(0))  # validates the shapes now
+        env_info.update(features_csv=str(args.features_csv), theta=theta.tolist(), n_arms=len(features),
+                        beta=args.beta)
+        world = World(lambda rng: LinearEnvironment(features, theta, noise, rng), case_features=features)
+        return lambda run: world
+    if args.env == "custom" and args.reward_module is None:
+        raise ConfigError("--env custom needs --reward-module FILE.py")
+    reward = load_reward_module(args.reward_module) if args.env == "custom" else None
+    if args.env in FAMILIES and not 0 < noise < 0.5:
+        raise ConfigError(f"--noise must be in (0, 0.5) for Beta rewards in [0, 1], got {noise}")
+    demo, queries = embedding_world(args)
+    env_info.update(task=args.task, n_arms=args.n_arms, n_val=len(queries), pool_size=args.pool_size, k=args.k,
+                    reward_module=str(args.reward_module) if args.reward_module else None)
+
+    def features(arms) -> dict:
+        return {"case_features": slot_similarity_features(arms, demo, queries),
+                "arm_emb": arm_embeddings(arms, demo), "queries": queries}
+
+    if args.env == "custom":
+        arms = build_arms(demo, args.n_arms, args.k, args.seed)
+        base = EmbeddingEnvironment(arms, demo, queries, reward, np.random.default_rng(args.seed),
+                                    truth_samples=args.truth_samples)
+        world = World(base.with_rng, **features(arms))
+        return lambda run: world
+    labels = cluster_labels(demo, args.k, args.seed)
+    cache: dict[int, World] = {}
+
+    def instance(run: int) -> World:
+        if run not in cache:
+            inst = make_instance(args.env, demo, queries, labels, args.n_arms, args.k, seed=[args.seed, run, 1])
+            cache[run] = World(lambda rng: TableEnvironment(inst.p, noise, rng), **features(inst.arms))
+        return cache[run]
+
+    return instance
+
+
+def mean_se(values: list[float]) -> tuple[float, float]:
+    """Mean and its standard error across runs (instances)."""
+    arr = np.asarray(values, dtype=np.float64)
+    se = float(arr.std(ddof=1) / np.sqrt(len(arr))) if len(arr) > 1 else float("nan")
+    return float(arr.mean()), se
+
+
+def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, linear: bool) -> tuple[dict, list]:
+    spec = SIM_METHODS[name]
+    per_run: dict[str, list] = {"pulls": [], "error": [], "eps_error": [], "regret": [], "coverage": [],
+                                "seconds": []}
+    stops: dict[str, int] = {}
+    trace0: list = []
+    for r in tqdm(range(args.runs), desc=f"simulate {name}", disable=True if args.no_progress else None):
+        world = world_of(r)
+        env = world.make_env(np.random.default_rng([args.seed, r]))
+        began = time.perf_counter()
+        if spec.kind == "model-free":
+            res = LUCB(env, m, epsilon=epsilon, delta=args.delta, max_pulls=args.budget).run()
+        elif spec.kind == "pac":
+            surrogate = NeuralSurrogate(world.queries, world.arm_emb, delta=args.delta,
+                                        config=NeuralConfig(seed=args.seed + r))
+            res = CertifiedTopM(env, surrogate, PacConfig(m=m, epsilon=epsilon, delta=args.delta,
+                                                          cold_start=args.cold_start, max_pulls=args.budget,
+                                                          seed=args.seed * 1000 + r)).run()
+        else:
+            if spec.kind == "linear":
+                # the surrogate assumes the environment's noise level; GIFA's lambda = sigma / 20
+                reg = (noise / 20) ** 2 if linear else 1.0
+                surrogate = LinearSurrogate(world.case_features, reg=reg, sigma=noise, delta=args.delta,
+                                            beta=args.beta)
+            else:
+                surrogate = NeuralSurrogate(world.queries, world.arm_emb, delta=args.delta,
+                                            config=NeuralConfig(seed=args.seed + r, **spec.neural))
+            cfg = BanditConfig(m=m, challengers=args.challengers, epsilon=epsilon, delta=args.delta,
+                               rule=spec.rule if spec.rule == "random" else args.rule,
+                               cold_start="all" if linear else args.cold_start, max_pulls=args.budget,
+                               seed=args.seed * 1000 + r, max_rounds=200_000 if linear else 10_000,
+                               patience=args.patience if args.patience is not None else
+                               (20 if spec.kind == "linear" and not linear else 0))
+            res = GapIndexTopM(env, surrogate, cfg).run()
+        per_run["seconds"].append(time.perf_counter() - began)
+        truth = env.true_means
+        best = np.sort(truth)[::-1]
+        per_run["error"].append(float(set(res.top_m) != set(np.argsort(-truth, kind="stable")[:m].tolist())))
+        # (epsilon, delta)-PAC: every returned arm within epsilon of the true m-th best
+        per_run["eps_error"].append(float(np.any(truth[res.top_m] < best[m - 1] - epsilon - 1e-12)))
+        per_run["regret"].append(float(best[:m].mean() - truth[res.top_m].mean()))
+        per_run["pulls"].append(res.pulls)
+        if res.coverage is not None:
+            per_run["coverage"].append(res.coverage)
+        stops[res.stopped_by] = stops.get(res.stopped_by, 0) + 1
+        if r == 0:
+            trace0 = res.trace
+    row = {"method": name, "simulated": True, "runs": args.runs, "kind": spec.kind, "settings": dict(spec.neural),
+           "delta": args.delta}
+    for key, label in (("pulls", "mean_pulls"), ("error", "error_rate"), ("eps_error", "eps_error_rate"),
+                       ("regret", "mean_simple_regret"), ("coverage", "coverage")):
+        mean, se = mean_se(per_run[key]) if per_run[key] else (None, None)
+        row[label], row[label.replace("mean_", "") + "_se"] = mean, se
+    row.update(pulls=per_run["pulls"], simple_regrets=per_run["regret"], coverage_per_run=per_run["coverage"],
+               stopped_by=stops, mean_seconds=float(np.mean(per_run["seconds"])))
+    return row, trace0
 
 
 def run(argv: list[str]) -> dict:
     args = parser().parse_args(argv)
     linear = args.env == "linear"
-    methods = (args.methods or ("case" if linear else "case,dearicl,dearicl-random")).split(",")
-    for name in methods:
-        if name not in SIM_METHODS:
-            raise ConfigError(f"unknown simulate method '{name}'; known: {', '.join(SIM_METHODS)}")
-        if linear and SIM_METHODS[name][0] == "neural":
-            raise ConfigError(f"'{name}' needs query embeddings: use --env nonlinear or custom")
-        if linear and SIM_METHODS[name][0] == "model-free":
-            raise ConfigError(f"'{name}' needs rewards in [0, 1] (its confidence sequences assume them); "
-                              "the linear environment's Gaussian rewards are unbounded")
+    methods = parse_methods(args, linear)
     m = args.m or (2 if linear else 10)
     epsilon = args.epsilon if args.epsilon is not None else (0.0 if linear else 0.1)
     noise = args.noise if args.noise is not None else (0.5 if linear else 0.1)
     env_info: dict = {"name": args.env, "simulated": True, "m": m, "epsilon": epsilon, "delta": args.delta,
-                      "noise": noise, "seed": args.seed}
-    if linear:
-        features = read_features(args.features_csv)
-        if args.theta is None:
-            raise ConfigError("--env linear needs --theta")
-        theta = np.array([float(v) for v in args.theta.split(",")])
-        env_info.update(features_csv=str(args.features_csv), theta=theta.tolist(), n_arms=len(features),
-                        beta=args.beta)
-        make_env = lambda rng: LinearEnvironment(features, theta, noise, rng)  # noqa: E731
-    else:
-        arms, demo, queries = embedding_world(args)
-        if args.env == "nonlinear":
-            hidden = HiddenNonlinearReward(demo.shape[1], seed=args.seed, noise=noise).calibrate(
-                demo, queries, args.k, np.random.default_rng(args.seed))
-            reward, expected = hidden, hidden.expected
-        else:
-            if args.reward_module is None:
-                raise ConfigError("--env custom needs --reward-module FILE.py")
-            reward, expected = load_reward_module(args.reward_module), None
-        env_info.update(task=args.task, n_arms=len(arms), n_val=len(queries), pool_size=args.pool_size,
-                        reward_module=str(args.reward_module) if args.reward_module else None)
-        base = EmbeddingEnvironment(arms, demo, queries, reward, np.random.default_rng(args.seed), expected,
-                                    truth_samples=args.truth_samples)
-        make_env = base.with_rng
-
-        case_features = slot_similarity_features(arms, demo, queries)
-        arm_emb = arm_embeddings(arms, demo)
+                      "noise": noise, "seed": args.seed, "runs": args.runs,
+                      "instances": "one per run" if args.env in FAMILIES else "one for all runs"}
+    world_of = worlds(args, noise, env_info)
     results, traces = [], {}
     for name in methods:
-        kind, rule = SIM_METHODS[name]
-        pulls, regrets, seconds, stops, errors, eps_errors = [], [], [], {}, 0, 0
-
-        def record(res) -> None:
-            nonlocal errors, eps_errors
-            truth = env.true_means
-            errors += set(res.top_m) != set(np.argsort(-truth, kind="stable")[:m].tolist())
-            # (epsilon, delta)-PAC: every returned arm within epsilon of the true m-th best
-            eps_errors += bool(np.any(truth[res.top_m] < np.sort(truth)[::-1][m - 1] - epsilon - 1e-12))
-            regrets.append(float(np.sort(truth)[::-1][:m].mean() - truth[res.top_m].mean()))
-            pulls.append(res.pulls)
-            stops[res.stopped_by] = stops.get(res.stopped_by, 0) + 1
-        for r in tqdm(range(args.runs), desc=f"simulate {name}", disable=None if not args.no_progress else True):
-            rng = np.random.default_rng([args.seed, r])
-            env = make_env(rng)
-            if kind == "model-free":
-                began = time.perf_counter()
-                res = LUCB(env, m, epsilon=epsilon, delta=args.delta, max_pulls=args.budget).run()
-                seconds.append(time.perf_counter() - began)
-                record(res)
-                if r == 0:
-                    traces[name] = res.trace
-                continue
-            if kind == "linear":
-                feats = features if linear else case_features
-                # the surrogate assumes the environment's noise level; GIFA's lambda = sigma / 20
-                reg = (noise / 20) ** 2 if linear else 1.0
-                surrogate = LinearSurrogate(feats, reg=reg, sigma=noise, delta=args.delta, beta=args.beta)
-            else:
-                surrogate = NeuralSurrogate(queries, arm_emb, delta=args.delta, config=NeuralConfig(seed=args.seed + r))
-            cfg = BanditConfig(m=m, challengers=args.challengers, epsilon=epsilon, delta=args.delta,
-                               rule=rule if rule == "random" else args.rule,
-                               cold_start="all" if linear else args.cold_start, max_pulls=args.budget,
-                               seed=args.seed * 1000 + r, max_rounds=200_000 if linear else 10_000,
-                               patience=args.patience if args.patience is not None else
-                               (20 if kind == "linear" and not linear else 0))
-            began = time.perf_counter()
-            res = GapIndexTopM(env, surrogate, cfg).run()
-            seconds.append(time.perf_counter() - began)
-            record(res)
-            if r == 0:
-                traces[name] = res.trace
-        results.append({"method": name, "simulated": True, "runs": args.runs, "mean_pulls": float(np.mean(pulls)),
-                        "error_rate": errors / args.runs, "eps_error_rate": eps_errors / args.runs,
-                        "mean_simple_regret": float(np.mean(regrets)),
-                        "pulls": pulls, "simple_regrets": regrets, "stopped_by": stops,
-                        "mean_seconds": float(np.mean(seconds))})
+        row, traces[name] = run_method(name, args, world_of, m, epsilon, noise, linear)
+        results.append(row)
     out = {"env": env_info, "results": results, "traces": traces}
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -194,4 +277,8 @@ def run(argv: list[str]) -> dict:
         from reports.plots import convergence_plot
 
         convergence_plot(traces, args.plot, title=f"SIMULATED {args.env} environment")
+    if args.scatter:
+        from reports.plots import pulls_vs_eps_error
+
+        pulls_vs_eps_error({args.env: results}, args.scatter)
     return out

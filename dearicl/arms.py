@@ -18,15 +18,20 @@ class ArmSet:
         return len(self.members)
 
 
-def build_arms(pool_embeddings: np.ndarray, n_arms: int, k: int, seed: int) -> ArmSet:
-    """KMeans into k clusters, then n_arms distinct subsets with one random member per cluster.
-
-    Examples are drawn with replacement across arms (an example can sit in many arms).
-    """
+def cluster_labels(pool_embeddings: np.ndarray, k: int, seed: int) -> np.ndarray:
     n_pool = len(pool_embeddings)
     if n_pool < k:
         raise ConfigError(f"arms need at least k={k} pool items, the pool has {n_pool}")
-    labels = KMeans(n_clusters=k, n_init=10, random_state=seed).fit_predict(pool_embeddings)
+    return KMeans(n_clusters=k, n_init=10, random_state=seed).fit_predict(pool_embeddings)
+
+
+def build_arms(pool_embeddings: np.ndarray, n_arms: int, k: int, seed: int, labels: np.ndarray | None = None) -> ArmSet:
+    """KMeans into k clusters (or the given labels), then n_arms distinct subsets with one random member per cluster.
+
+    Examples are drawn with replacement across arms (an example can sit in many arms).
+    """
+    if labels is None:
+        labels = cluster_labels(pool_embeddings, k, seed)
     by_cluster = [np.flatnonzero(labels == c) for c in range(k)]
     combos = int(np.prod([len(c) for c in by_cluster], dtype=float))
     target = min(n_arms, combos)

@@ -12,6 +12,7 @@ from typing import Protocol
 import numpy as np
 
 from bench.errors import BudgetExhausted, ConfigError
+from dearicl.confidence import trace_coverage
 from dearicl.surrogates import Surrogate
 
 RULES = ("greedy", "variance", "both", "random")
@@ -58,6 +59,14 @@ class BanditResult:
     stopped_by: str  # "gap" | "budget" | "max_pulls" | "max_rounds"
     trace: list[dict] = field(default_factory=list)
     pulled: dict[int, int] = field(default_factory=dict)  # arm -> number of pulls
+    coverage: float | None = None  # share of rounds whose width covered every true gap (known truth only)
+
+
+def gaps_covered(estimates: np.ndarray, truth: np.ndarray, widths: np.ndarray) -> bool:
+    """Every off-diagonal |(est_i - est_j) - (true_i - true_j)| <= widths[i, j]."""
+    error = np.abs((estimates[:, None] - estimates[None, :]) - (truth[:, None] - truth[None, :]))
+    off = ~np.eye(len(estimates), dtype=bool)
+    return bool(np.all(error[off] <= widths[off] + 1e-12))
 
 
 class GapIndexTopM:
@@ -126,6 +135,8 @@ class GapIndexTopM:
                 b_t, ch_t, index = int(upper[b_idx]), int(chall[c_idx]), float(gap[c_idx, b_idx])
                 row = {"round": self.t, "gap_index": index, "b": b_t, "ch": ch_t, "pulls": self.pulls,
                        "simple_regret": self.simple_regret(upper), "regret_kind": self.regret_kind()}
+                if self.env.true_means is not None:
+                    row["covered"] = self.covered(np.concatenate([upper, chall]))
                 if index <= cfg.epsilon and self.pulls > 0 and unchanged >= cfg.patience:
                     stopped_by = "gap"
                     trace.append(self._finish_row(row, began, llm_before, calls_before))
@@ -147,7 +158,8 @@ class GapIndexTopM:
                 self.s.update()
         final = upper[np.argsort(-self.s.means(upper), kind="stable")]
         return BanditResult(top_m=final.tolist(), seen=sorted(seen), pulls=self.pulls, rounds=self.t,
-                            stopped_by=stopped_by, trace=trace, pulled=dict(self.pulled))
+                            stopped_by=stopped_by, trace=trace, pulled=dict(self.pulled),
+                            coverage=trace_coverage(trace))
 
     def _finish_row(self, row: dict, began: float, llm_before: float, calls_before: int) -> dict:
         wall = time.perf_counter() - began
@@ -161,6 +173,12 @@ class GapIndexTopM:
         """B(i, j) = mu_i - mu_j + W(i, j) for i in the first set, j in the second."""
         mu_i, mu_j = self.s.means(cols_first), self.s.means(rows_second)
         return mu_i[:, None] - mu_j[None, :] + self.s.widths(cols_first, rows_second, max(self.pulls, 1))
+
+    def covered(self, arms: np.ndarray) -> bool:
+        """Whether |estimated gap - true gap| <= W_t(i, j) for every pair i != j of `arms` (U_t and C_t)."""
+        arms = np.unique(arms)
+        est, truth = self.s.means(arms), self.env.true_means[arms]
+        return gaps_covered(est, truth, self.s.widths(arms, arms, max(self.pulls, 1)))
 
     # ---- simple regret ------------------------------------------------------------------------
     def regret_kind(self) -> str:

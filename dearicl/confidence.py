@@ -79,12 +79,24 @@ class BettingCS:
         self.sq[arm] += (x - mu) ** 2
 
     def bounds(self, arm: int) -> tuple[float, float]:
-        capital = 0.5 * np.exp(self.log_up[arm]) + 0.5 * np.exp(self.log_down[arm])
-        inside = np.flatnonzero(capital < 1.0 / self.delta)
-        if len(inside) == 0:  # every candidate rejected (a numerical edge): keep the running mean
-            mean = self.sum[arm] / max(self.n[arm], 1)
-            return mean, mean
-        return max(0.0, self.m[inside[0]] - self.step), min(1.0, self.m[inside[-1]] + self.step)
+        lower, upper = self.all_bounds(np.array([arm]))
+        return float(lower[0]), float(upper[0])
+
+    def all_bounds(self, arms: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) of the given arms (default all); an arm with no observation gets [0, 1]."""
+        arms = np.arange(len(self.n)) if arms is None else np.asarray(arms)
+        log_threshold = math.log(1.0 / self.delta)
+        # log of 0.5 e^up + 0.5 e^down, without overflow
+        log_capital = np.logaddexp(self.log_up[arms], self.log_down[arms]) - math.log(2.0)
+        inside = log_capital < log_threshold  # [arms, grid]
+        any_inside = inside.any(axis=1)
+        first = np.argmax(inside, axis=1)
+        last = inside.shape[1] - 1 - np.argmax(inside[:, ::-1], axis=1)
+        lower = np.maximum(0.0, self.m[first] - self.step)
+        upper = np.minimum(1.0, self.m[last] + self.step)
+        # every candidate rejected (a numerical edge): keep the running mean
+        mean = self.sum[arms] / np.maximum(self.n[arms], 1)
+        return np.where(any_inside, lower, mean), np.where(any_inside, upper, mean)
 
 
 class ArmStats:
@@ -127,6 +139,7 @@ class LUCBResult:
     rounds: int
     stopped_by: str  # "certified" | "budget" | "max_pulls"
     trace: list[dict] = field(default_factory=list)
+    coverage: float | None = None  # share of rounds with every true mean inside its interval (known truth)
 
 
 class LUCB:
@@ -156,8 +169,7 @@ class LUCB:
         """Per-arm (lower, upper) at level delta / K each (a union bound over the arms)."""
         if self.betting is None:
             return self.stats.bounds(self.delta / self.env.n_arms)
-        pairs = np.array([self.betting.bounds(a) for a in range(self.env.n_arms)])
-        return pairs[:, 0], pairs[:, 1]
+        return self.betting.all_bounds()
 
     def run(self) -> LUCBResult:
         k = self.env.n_arms
@@ -175,7 +187,12 @@ class LUCB:
                 weakest = int(top[np.argmin(lower[top])])
                 strongest = int(rest[np.argmax(upper[rest])])
                 gap = float(upper[strongest] - lower[weakest])
-                trace.append({"round": rounds, "pulls": self.pulls, "gap_index": gap})
+                row = {"round": rounds, "pulls": self.pulls, "gap_index": gap}
+                truth = getattr(self.env, "true_means", None)
+                if truth is not None:
+                    row["covered"] = intervals_cover(lower, upper, truth)
+                    row["simple_regret"] = float(np.sort(truth)[::-1][: self.m].mean() - truth[top].mean())
+                trace.append(row)
                 if gap < self.epsilon:
                     break
                 if self.max_pulls is not None and self.pulls + 2 > self.max_pulls:
@@ -189,4 +206,15 @@ class LUCB:
             stopped_by = "max_pulls"
         top = np.argsort(-self.stats.mean, kind="stable")[: self.m]
         return LUCBResult(top_m=[int(a) for a in top], pulls=self.pulls, rounds=rounds, stopped_by=stopped_by,
-                          trace=trace)
+                          trace=trace, coverage=trace_coverage(trace))
+
+
+def intervals_cover(lower: np.ndarray, upper: np.ndarray, truth: np.ndarray) -> bool:
+    """Every arm's true mean inside its interval: then every pairwise gap is covered too."""
+    return bool(np.all((lower - 1e-12 <= truth) & (truth <= upper + 1e-12)))
+
+
+def trace_coverage(trace: list[dict]) -> float | None:
+    """The share of traced rounds whose widths covered the truth (None without known truth)."""
+    covered = [row["covered"] for row in trace if "covered" in row]
+    return float(np.mean(covered)) if covered else None

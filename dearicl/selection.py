@@ -10,6 +10,7 @@ from bench.items import Item
 from dearicl.arms import ArmSet, arm_embeddings, build_arms
 from dearicl.bandit import BanditConfig, BanditResult, GapIndexTopM
 from dearicl.environments import OracleEnvironment
+from dearicl.pac import CertifiedTopM, PacConfig, PacResult
 from dearicl.surrogates import LinearSurrogate, NeuralConfig, NeuralSurrogate
 from methods.base import FitContext, Selector
 
@@ -121,3 +122,45 @@ class BanditSelector(Selector):
 
     def demos_of(self, arm: int) -> list[Item]:
         return self.prep_.env.demos(arm)
+
+
+class PacSelector(BanditSelector):
+    """dearicl-pac in the harness: the certified top-m search of dearicl/pac.py on the LLM's rewards."""
+
+    table_group = "beyond"
+
+    def __init__(self, audits_at_start: int = 10, audit_share: float = 0.1, max_audits: int = 20,
+                 feature_dim: int = 4, **bandit):
+        super().__init__(**bandit)
+        self.pac = dict(audits_at_start=audits_at_start, audit_share=audit_share, max_audits=max_audits,
+                        feature_dim=feature_dim)
+
+    def fit_pac(self, ctx: FitContext) -> PacResult:
+        self.check_pool(ctx)
+        self.prep_ = prep = prepare(ctx, self.n_arms)
+        self.surrogate_ = self.neural_surrogate(prep, ctx.seed)
+        self.encoder_ = ctx.encoder
+        m = min(self.m, max(1, len(prep.arms) - 1))
+        cfg = PacConfig(m=m, epsilon=self.epsilon, delta=self.delta, cold_start=self.cold_start,
+                        max_pulls=self.max_pulls, seed=ctx.seed, **self.pac)
+        self.result_ = result = CertifiedTopM(prep.env, self.surrogate_, cfg).run()
+        if result.pulls == 0:
+            raise FitFailed(f"{self.name}: no arm was pulled before the budget ended, so the neural surrogate is "
+                            "untrained; raise --llm-budget")
+        if result.stopped_by != "certified":
+            self.warn(f"stopped by {result.stopped_by} after {result.pulls} pulls before the certificate held: "
+                      "the returned arms are not certified epsilon-good")
+        return result
+
+    def settings(self) -> dict:
+        return {**super().settings(), "stop_rule": "certified: min LCB(S) >= max UCB(outside) - epsilon",
+                "surrogate": "neural + linear head, betting CS", **self.pac}
+
+    def trace(self) -> list[dict]:
+        result = getattr(self, "result_", None)
+        if result is None:
+            return []
+        summary = {"summary": True, "pulls": result.pulls, "rounds": result.rounds, "stopped_by": result.stopped_by,
+                   "surrogate": "neural + linear head", "certificate": result.certificate,
+                   "settings": self.settings()}
+        return result.trace + [summary]

@@ -22,6 +22,7 @@ import numpy as np
 from bench.errors import ConfigError
 
 BETAS = ("heuristic", "frequentist", "lucb1")
+ESTIMATES = ("dropout-off", "mc-mean")
 
 
 class Surrogate(ABC):
@@ -128,7 +129,12 @@ class NeuralConfig:
     mc_passes: int = 256  # N in the width; the Bernstein term 4M log(2K^2/delta)/(3N) needs N large
     width_scale: float = 1.0  # c_t, the user-set multiplier of the variance term
     bias_decay: float = 0.9  # moving average for the per-arm bias b_a
+    estimate: str = "dropout-off"  # the arm estimate mu_hat: "dropout-off" or "mc-mean" (mean of the MC passes)
     seed: int = 0
+
+    def __post_init__(self):
+        if self.estimate not in ESTIMATES:
+            raise ConfigError(f"unknown estimate '{self.estimate}'; choose one of {', '.join(ESTIMATES)}")
 
 
 class NeuralSurrogate(Surrogate):
@@ -201,9 +207,23 @@ class NeuralSurrogate(Surrogate):
         self._frozen = None
 
     def means(self, arms: np.ndarray) -> np.ndarray:
+        if self.cfg.estimate == "mc-mean":
+            return self.mc_samples(arms).mean(axis=0)
         torch = self.torch
         with torch.no_grad():
             return torch.sigmoid(self.logits(arms)).mean(dim=1).numpy().astype(np.float64)
+
+    def features(self, arms: np.ndarray) -> np.ndarray:
+        """The last hidden layer (dropout off), averaged over validation queries: [len(arms), h].
+
+        The output is sigmoid(h . w + b) per query, so the mean reward is close to linear in these features
+        where the sigmoid is near-linear: the basis of dearicl-pac's linear head.
+        """
+        torch = self.torch
+        self.model.eval()
+        with torch.no_grad():
+            hidden = self.model[:-1](self.pairs(arms))  # [arms, queries, h]
+        return hidden.mean(dim=1).numpy().astype(np.float64)
 
     def mc_samples(self, arms: np.ndarray) -> np.ndarray:
         """N stochastic (dropout-on) estimates of each arm's mean reward: [N, len(arms)]."""

@@ -43,7 +43,7 @@ class Selector(ABC):
 
     name: ClassVar[str] = ""
     level: ClassVar[Literal["task", "instance"]] = "task"
-    #: row group in the paper's main table: "task", "instance", "bandit" or "bandit+ltr" ("" = level)
+    #: row group in the main table: "task", "instance", "bandit", "bandit+ltr" or "beyond" ("" = level)
     table_group: ClassVar[str] = ""
     #: whether `--methods all` includes it (data-ablation variants are asked for with --ltr-data)
     in_all: ClassVar[bool] = True

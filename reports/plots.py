@@ -33,7 +33,7 @@ def convergence_plot(traces: dict[str, list[dict]], path: Path, title: str = "")
     """Gap index B_t(ch_t, b_t) and simple regret per round, one line per method (paper's Figure 1)."""
     fig, (ax_gap, ax_reg) = plt.subplots(1, 2, figsize=(9, 3.4))
     for method, trace in traces.items():
-        rows = [r for r in trace if not r.get("summary") and "gap_index" in r]
+        rows = [r for r in trace if not r.get("summary") and "gap_index" in r and "simple_regret" in r]
         if not rows:
             continue
         rounds = [r["round"] for r in rows]
@@ -47,6 +47,34 @@ def convergence_plot(traces: dict[str, list[dict]], path: Path, title: str = "")
         ax.legend(fontsize=7)
     if title:
         fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def pulls_vs_eps_error(results_by_family: dict[str, list[dict]], path: Path) -> Path:
+    """One panel per SIMULATED family: each method's mean pulls (log x) against its eps-error rate, with SEs."""
+    families = list(results_by_family)
+    cols = min(3, len(families))
+    rows = (len(families) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    for ax, family in zip(axes.flat, families):
+        for res in results_by_family[family]:
+            ax.errorbar(res["mean_pulls"], res["eps_error_rate"], xerr=res.get("pulls_se") or 0,
+                        yerr=res.get("eps_error_rate_se") or 0, fmt="o", capsize=2, label=res["method"])
+            ax.annotate(res["method"], (res["mean_pulls"], res["eps_error_rate"]), fontsize=6,
+                        textcoords="offset points", xytext=(3, 3))
+        delta = next((res.get("delta") for res in results_by_family[family]), None)
+        if delta:
+            ax.axhline(delta, color="grey", linestyle=":", linewidth=1)
+        ax.set_xscale("log")
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_title(f"SIMULATED: {family}", fontsize=9)
+        ax.set_xlabel("mean pulls")
+        ax.set_ylabel("eps-error rate")
+    for ax in list(axes.flat)[len(families):]:
+        ax.axis("off")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -41,7 +41,7 @@ def significance(records: list[ItemRecord], baseline: str) -> dict[tuple[str, st
 
 # The row groups of the paper's Table 1, in order.
 GROUPS = (("task", "Task level"), ("instance", "Instance level"), ("bandit", "Instance level (bandit)"),
-          ("bandit+ltr", "Instance level (bandit + LTR)"))
+          ("bandit+ltr", "Instance level (bandit + LTR)"), ("beyond", "Beyond the paper"))
 DATA_VARIANT = "@dearicl-data"  # LTR selectors trained on a DEARICL run's log (data-ablation table)
 
 

@@ -69,3 +69,22 @@ def test_case_dynamic_query_without_a_pull_fails_the_row(tmp_path, data_dir, fak
     assert runs["case-dynamic"]["score"] is None
     assert "ran out before query" in runs["case-dynamic"]["error"]
     assert runs["knn"]["score"] is not None
+
+
+def test_pac_selectors_run_in_the_beyond_group_and_warn_when_not_certified(tmp_path, data_dir, fake):
+    cfg = make_config(tmp_path, data_dir, methods=["dearicl-pac-static", "dearicl-pac-dynamic"], tasks=["gsm8k"],
+                      n_test=3, n_val=4, pool_size=40, method_params=SMALL)
+    results = Runner(cfg).run()
+    runs = {r["method"]: r for r in results["runs"]}
+    for name, run in runs.items():
+        assert run["group"] == "beyond" and run["score"] is not None
+        # 6 pulls cannot certify 16 arms: the row says so
+        assert any("before the certificate held" in w for w in run["warnings"]), name
+        assert run["llm_calls"]["selection"] <= (6 + 3) * 4
+    fits = {f["method"]: f for f in lines(tmp_path / "run" / "fits.jsonl")}
+    summary = fits["dearicl-pac-dynamic"]["trace"][-1]
+    assert summary["summary"] and summary["stopped_by"] == "max_pulls" and summary["pulls"] == 6
+    assert "xi" in summary["certificate"]
+    records = [r for r in lines(tmp_path / "run" / "records.jsonl") if r["method"] == "dearicl-pac-dynamic"]
+    assert len(records) == 3 and all(len(r["demo_ids"]) == 5 for r in records)
+    assert "Beyond the paper" in (tmp_path / "run" / "report.md").read_text()

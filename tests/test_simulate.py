@@ -72,3 +72,32 @@ def test_mismatched_theta(tmp_path, capsys):
     write_csv(feats, [[1, 0], [0, 1], [1, 1]])
     assert main(["simulate", "--env", "linear", "--features-csv", str(feats), "--theta", "1,0,0", "--m", "1"]) == 2
     assert "features have 2 columns but theta has 3 entries" in capsys.readouterr().err
+
+
+def test_family_run_reports_every_metric_with_standard_errors(tmp_path, data_dir):
+    out = tmp_path / "sim.json"
+    code = main(["simulate", "--env", "order", "--methods", "all", "--data-dir", str(data_dir), "--task", "aquarat",
+                 "--pool-size", "60", "--n-arms", "24", "--n-val", "5", "--m", "3", "--challengers", "2",
+                 "--budget", "40", "--runs", "2", "--out", str(out), "--scatter", str(tmp_path / "scatter.png"),
+                 "--plot", str(tmp_path / "conv.png"), "--no-progress"])
+    assert code == 0
+    data = json.loads(out.read_text())
+    assert data["env"]["instances"] == "one per run" and data["env"]["simulated"]
+    methods = [r["method"] for r in data["results"]]
+    assert methods == ["case", "dearicl", "dearicl-random", "dearicl-cal0", "dearicl-paper-schedule",
+                       "dearicl-mc-mean", "lucb", "dearicl-pac"]
+    for res in data["results"]:
+        assert len(res["pulls"]) == 2 and all(p <= 40 for p in res["pulls"])
+        assert res["mean_pulls"] == pytest.approx(np.mean(res["pulls"]))
+        assert res["pulls_se"] == pytest.approx(np.std(res["pulls"], ddof=1) / np.sqrt(2))
+        assert res["simple_regret_se"] >= 0 and res["eps_error_rate_se"] >= 0
+        assert 0.0 <= res["coverage"] <= 1.0 and len(res["coverage_per_run"]) == 2, res["method"]
+    settings = {r["method"]: r["settings"] for r in data["results"]}
+    assert settings["dearicl-cal0"] == {"calibration": 0.0}
+    assert settings["dearicl-paper-schedule"] == {"epochs_per_round": 1, "lr": 1e-4}
+    assert (tmp_path / "scatter.png").stat().st_size > 1000 and (tmp_path / "conv.png").stat().st_size > 1000
+
+
+def test_family_noise_out_of_range_is_refused_before_any_model_loads(capsys):
+    assert main(["simulate", "--env", "latent", "--noise", "0.7", "--no-progress"]) == 2
+    assert "--noise must be in (0, 0.5)" in capsys.readouterr().err

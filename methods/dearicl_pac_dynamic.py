@@ -1,0 +1,26 @@
+"""dearicl-pac-dynamic (beyond the paper): per test query, the surrogate ranks the certified top-m set S.
+
+Restricting the per-query choice to S keeps every choice within epsilon of the m-th best arm on validation
+(when the certificate held); the network then picks the arm it expects to suit this query.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bench.items import Item
+from dearicl.selection import PacSelector
+from methods.base import FitContext, register
+
+
+@register("dearicl-pac-dynamic")
+class DearIclPacDynamic(PacSelector):
+    level = "instance"
+
+    def fit(self, ctx: FitContext) -> "DearIclPacDynamic":
+        self.candidates_ = np.array(self.fit_pac(ctx).top_m)
+        return self
+
+    def select(self, query: Item) -> list[Item]:
+        query_emb = self.encoder_.encode_items([query])[0]
+        scores = self.surrogate_.rank_scores(query_emb, self.candidates_)
+        return self.demos_of(int(self.candidates_[int(np.argmax(scores))]))

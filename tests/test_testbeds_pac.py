@@ -1,0 +1,162 @@
+"""SIMULATED testbed families, width coverage and the certified dearicl-pac stop."""
+import numpy as np
+import pytest
+
+from bench.errors import ConfigError
+from dearicl.arms import arm_embeddings, cluster_labels, slot_similarity_features
+from dearicl.bandit import BanditConfig, GapIndexTopM, gaps_covered
+from dearicl.confidence import intervals_cover
+from dearicl.pac import CertifiedTopM, PacConfig
+from dearicl.surrogates import NeuralConfig, NeuralSurrogate
+from dearicl.testbeds import FAMILIES, TableEnvironment, make_instance
+
+
+def unit(x):
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def world():
+    rng = np.random.default_rng(3)
+    centres = unit(rng.normal(size=(5, 32)))
+    demo = unit(np.repeat(centres, 16, axis=0) + 0.6 * rng.normal(size=(80, 32)) / np.sqrt(32))
+    queries = unit(rng.normal(size=(8, 32)))
+    return demo, queries, cluster_labels(demo, 5, 0)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_family_spread_is_calibrated_and_instances_are_fresh_and_seeded(world, family):
+    demo, queries, labels = world
+    one = make_instance(family, demo, queries, labels, 40, 5, seed=[0, 0])
+    again = make_instance(family, demo, queries, labels, 40, 5, seed=[0, 0])
+    other = make_instance(family, demo, queries, labels, 40, 5, seed=[0, 1])
+    mu = one.true_means
+    assert mu.min() == pytest.approx(0.2, abs=0.03) and 0.78 <= mu.max() <= 0.92
+    assert np.array_equal(one.p, again.p) and np.array_equal(one.arms.members, again.arms.members)
+    assert not np.allclose(one.true_means, other.true_means)  # a new random instance per run
+    assert ((one.p >= 0.01) & (one.p <= 0.99)).all()
+
+
+def test_slots_family_is_exactly_linear_in_case_features(world):
+    demo, queries, labels = world
+    inst = make_instance("slots", demo, queries, labels, 40, 5, seed=[1, 0])
+    x = slot_similarity_features(inst.arms, demo, queries)
+    theta, residual, *_ = np.linalg.lstsq(x, inst.true_means, rcond=None)
+    assert np.allclose(x @ theta, inst.true_means, atol=1e-9)  # no intercept needed: CASE's model is right
+
+
+def test_order_family_separates_orders_that_the_mean_embedding_cannot(world):
+    demo, queries, labels = world
+    inst = make_instance("order", demo, queries, labels, 40, 5, seed=[2, 0])
+    members = inst.arms.members
+    assert len(members) == 40 and len({tuple(sorted(r)) for r in members}) == 10  # 10 sets x 4 orders
+    emb = arm_embeddings(inst.arms, demo)
+    same = [i for i in range(40) if sorted(members[i]) == sorted(members[0])]
+    assert len(same) == 4 and np.allclose(emb[same], emb[same[0]], atol=1e-6)
+    assert np.ptp(inst.true_means[same]) > 0.01  # same set, other order, another mean
+
+
+def test_table_environment_rewards_are_bounded_with_exact_means():
+    p = np.array([[0.2, 0.5], [0.9, 0.7]])
+    env = TableEnvironment(p, 0.1, np.random.default_rng(0))
+    draws = np.array([env.pull(1) for _ in range(4000)])
+    assert ((draws >= 0) & (draws <= 1)).all()
+    assert draws.mean(axis=0) == pytest.approx([0.9, 0.7], abs=0.01)
+    half = TableEnvironment(np.full((1, 1), 0.5), 0.1, np.random.default_rng(1))
+    assert np.std([half.pull(0)[0] for _ in range(4000)]) == pytest.approx(0.1, abs=0.01)
+    with pytest.raises(ConfigError, match="--noise must be in"):
+        TableEnvironment(p, 0.6, np.random.default_rng(0))
+
+
+def test_gap_coverage_on_a_hand_built_case():
+    est, truth = np.array([0.5, 0.3, 0.1]), np.array([0.6, 0.3, 0.2])
+    # gap errors: (0,1) |0.2 - 0.3| = 0.1, (0,2) |0.4 - 0.4| = 0, (1,2) |0.2 - 0.1| = 0.1
+    assert gaps_covered(est, truth, np.full((3, 3), 0.1))
+    assert not gaps_covered(est, truth, np.full((3, 3), 0.09))
+    widths = np.full((3, 3), 0.2)
+    widths[1, 2] = widths[2, 1] = 0.05  # only the (1, 2) gap is missed
+    assert not gaps_covered(est, truth, widths)
+    assert intervals_cover(np.array([0.1, 0.5]), np.array([0.3, 0.7]), np.array([0.3, 0.5]))
+    assert not intervals_cover(np.array([0.1, 0.5]), np.array([0.3, 0.7]), np.array([0.31, 0.5]))
+
+
+class FixedSurrogate:
+    """Means and widths set by hand; the bandit loop's coverage is then known in advance."""
+
+    def __init__(self, means, width):
+        self.mu, self.width, self.n_arms = np.asarray(means), width, len(means)
+
+    def observe(self, arm, rewards):
+        pass
+
+    def update(self):
+        pass
+
+    def means(self, arms):
+        return self.mu[np.asarray(arms)]
+
+    def widths(self, rows, cols, t):
+        return np.full((len(rows), len(cols)), self.width)
+
+    def pick(self, b, c, rule):
+        return [b]
+
+    def end_round(self, arms):
+        pass
+
+
+@pytest.mark.parametrize("width, coverage", [(0.25, 1.0), (0.05, 0.0)])
+def test_bandit_coverage_counts_rounds_whose_width_covers_every_true_gap(width, coverage):
+    truth = np.linspace(0.9, 0.2, 8)
+    p = np.repeat(truth[:, None], 2, axis=1)
+    env = TableEnvironment(p, 0.1, np.random.default_rng(0))
+    est = truth + np.array([0.1, -0.1, 0, 0, 0, 0, 0, 0])  # arm 0 and 1's gap is off by 0.2
+    cfg = BanditConfig(m=3, challengers=5, epsilon=-1.0, cold_start=1, max_pulls=6, seed=0)  # U_t u C_t = all
+    res = GapIndexTopM(env, FixedSurrogate(est, width), cfg).run()
+    assert res.coverage == coverage
+    assert all("covered" in row for row in res.trace)
+
+
+def small_surrogate(instance, demo, queries, seed=0):
+    return NeuralSurrogate(queries, arm_embeddings(instance.arms, demo),
+                           config=NeuralConfig(hidden=(32,), mc_passes=8, seed=seed))
+
+
+def test_pac_never_stops_before_its_certificate_holds(world):
+    demo, queries, labels = world
+    inst = make_instance("nonlinear", demo, queries, labels, 24, 5, seed=[5, 0])
+    env = TableEnvironment(inst.p, 0.1, np.random.default_rng(0))
+    pac = CertifiedTopM(env, small_surrogate(inst, demo, queries), PacConfig(m=3, epsilon=0.15, seed=0))
+    res = pac.run()
+    assert res.stopped_by == "certified"
+    rows = [r for r in res.trace]
+    assert all(r["gap_index"] > 0.15 for r in rows[:-1]) and rows[-1]["gap_index"] <= 0.15
+    # the certificate itself, recomputed from the final intervals: min LCB(S) >= max UCB(rest) - epsilon
+    lo, hi, _ = pac.intervals()
+    rest = np.setdiff1d(np.arange(env.n_arms), res.top_m)
+    assert lo[res.top_m].min() >= hi[rest].max() - 0.15 - 1e-12
+    truth = env.true_means
+    assert truth[res.top_m].min() >= np.sort(truth)[::-1][2] - 0.15  # epsilon-good on this instance
+    assert res.coverage is not None and 0 <= res.coverage <= 1
+
+
+def test_pac_out_of_pulls_is_not_certified(world):
+    demo, queries, labels = world
+    inst = make_instance("latent", demo, queries, labels, 24, 5, seed=[6, 0])
+    env = TableEnvironment(inst.p, 0.1, np.random.default_rng(0))
+    res = CertifiedTopM(env, small_surrogate(inst, demo, queries),
+                        PacConfig(m=3, epsilon=0.05, max_pulls=30, seed=0)).run()
+    assert res.stopped_by == "max_pulls" and res.pulls == 30
+    assert all(r["gap_index"] > 0.05 for r in res.trace)
+    assert len(res.top_m) == 3
+
+
+def test_pac_keeps_audit_arms_out_of_the_network(world):
+    demo, queries, labels = world
+    inst = make_instance("pairwise", demo, queries, labels, 24, 5, seed=[7, 0])
+    env = TableEnvironment(inst.p, 0.1, np.random.default_rng(0))
+    surrogate = small_surrogate(inst, demo, queries)
+    pac = CertifiedTopM(env, surrogate, PacConfig(m=3, epsilon=0.1, max_pulls=40, seed=0))
+    pac.run()
+    trained = np.flatnonzero(surrogate.reward_count.sum(axis=1) > 0)
+    assert len(pac.audits) >= 10 and not set(pac.audits) & set(trained.tolist())
