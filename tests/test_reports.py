@@ -105,3 +105,27 @@ def test_compare_cli_exit_codes(tmp_path, capsys):
     assert main(["compare", str(tmp_path / "run"), "--to", str(ref), "--tolerance", "0.1"]) == 1
     assert main(["compare", str(tmp_path / "run"), "--to", str(tmp_path / "missing.json")]) == 2
     assert "error: no results file at" in capsys.readouterr().err
+
+
+def test_simulated_study_tables_merge_runs_of_a_family(tmp_path):
+    import json
+
+    from reports.simulated import main as simulated_main
+
+    def row(method, pulls, coverage):
+        return {"method": method, "runs": 2, "mean_pulls": float(np.mean(pulls)), "pulls_se": 1.5,
+                "eps_error_rate": 0.5, "eps_error_rate_se": 0.5, "error_rate": 1.0, "error_rate_se": 0.0,
+                "mean_simple_regret": 0.1234, "simple_regret_se": 0.01, "coverage": coverage,
+                "coverage_se": None if coverage is None else 0.1, "stopped_by": {"gap": 2}}
+
+    env = {"name": "order", "m": 3, "epsilon": 0.1, "delta": 0.05, "noise": 0.1, "n_arms": 24, "n_val": 5, "seed": 0}
+    (tmp_path / "a.json").write_text(json.dumps({"env": env, "results": [row("case", [10, 13], 0.0)]}))
+    (tmp_path / "b.json").write_text(json.dumps({"env": env, "results": [row("lucb", [500, 503], None)]}))
+    out = tmp_path / "tables.md"
+    assert simulated_main([str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--out", str(out),
+                           "--scatter", str(tmp_path / "s.png")]) == 0
+    text = out.read_text()
+    assert text.count("## order (SIMULATED)") == 1  # both files land in one family table
+    assert "| case " in text and "| lucb " in text and "11.5 ± 1.5" in text and "501.5 ± 1.5" in text
+    assert "0.123 ± 0.010" in text and "n/a" in text  # no coverage known: n/a, not a number
+    assert (tmp_path / "s.png").stat().st_size > 1000
