@@ -56,15 +56,16 @@ def convergence_plot(traces: dict[str, list[dict]], path: Path, title: str = "")
 def pulls_vs_eps_error(results_by_family: dict[str, list[dict]], path: Path) -> Path:
     """One panel per SIMULATED family: each method's mean pulls (log x) against its eps-error rate, with SEs."""
     families = list(results_by_family)
-    cols = min(3, len(families))
-    rows = (len(families) + cols - 1) // cols
+    methods = list(dict.fromkeys(r["method"] for rows in results_by_family.values() for r in rows))
+    colour = {m: plt.get_cmap("tab10")(i % 10) for i, m in enumerate(methods)}
+    cols = min(3, len(families) + 1)  # one more slot for the legend
+    rows = (len(families) + cols) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
     for ax, family in zip(axes.flat, families):
         for res in results_by_family[family]:
             ax.errorbar(res["mean_pulls"], res["eps_error_rate"], xerr=res.get("pulls_se") or 0,
-                        yerr=res.get("eps_error_rate_se") or 0, fmt="o", capsize=2, label=res["method"])
-            ax.annotate(res["method"], (res["mean_pulls"], res["eps_error_rate"]), fontsize=6,
-                        textcoords="offset points", xytext=(3, 3))
+                        yerr=res.get("eps_error_rate_se") or 0, fmt="o", capsize=2, color=colour[res["method"]],
+                        label=res["method"])
         delta = next((res.get("delta") for res in results_by_family[family]), None)
         if delta:
             ax.axhline(delta, color="grey", linestyle=":", linewidth=1)
@@ -73,6 +74,10 @@ def pulls_vs_eps_error(results_by_family: dict[str, list[dict]], path: Path) -> 
         ax.set_title(f"SIMULATED: {family}", fontsize=9)
         ax.set_xlabel("mean pulls")
         ax.set_ylabel("eps-error rate")
+    legend_ax = axes.flat[len(families)]
+    handles = [plt.Line2D([], [], marker="o", linestyle="", color=colour[m], label=m) for m in methods]
+    handles.append(plt.Line2D([], [], color="grey", linestyle=":", label="delta"))
+    legend_ax.legend(handles=handles, loc="center", fontsize=8)
     for ax in list(axes.flat)[len(families):]:
         ax.axis("off")
     fig.tight_layout()
