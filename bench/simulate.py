@@ -16,13 +16,11 @@ from tqdm.auto import tqdm
 from bench.errors import ConfigError, DataError
 from dearicl.arms import arm_embeddings, build_arms, cluster_labels, slot_similarity_features
 from dearicl.bandit import BanditConfig, GapIndexTopM
-from dearicl.confidence import LUCB
+from dearicl.confidence import LUCB, true_simple_regret
 from dearicl.environments import EmbeddingEnvironment, LinearEnvironment, load_reward_module
 from dearicl.pac import CertifiedTopM, PacConfig
 from dearicl.surrogates import LinearSurrogate, NeuralConfig, NeuralSurrogate
-from dearicl.testbeds import FAMILIES, TableEnvironment, make_instance
-
-
+from dearicl.testbeds import FAMILIES, TableEnvironment, check_noise, make_instance
 
 @dataclass(frozen=True)
 class SimMethod:
@@ -161,8 +159,8 @@ def worlds(args, noise: float, env_info: dict):
     if args.env == "custom" and args.reward_module is None:
         raise ConfigError("--env custom needs --reward-module FILE.py")
     reward = load_reward_module(args.reward_module) if args.env == "custom" else None
-    if args.env in FAMILIES and not 0 < noise < 0.5:
-        raise ConfigError(f"--noise must be in (0, 0.5) for Beta rewards in [0, 1], got {noise}")
+    if args.env in FAMILIES:
+        check_noise(noise)  # before the encoder loads
     demo, queries = embedding_world(args)
     env_info.update(task=args.task, n_arms=args.n_arms, n_val=len(queries), pool_size=args.pool_size, k=args.k,
                     reward_module=str(args.reward_module) if args.reward_module else None)
@@ -236,7 +234,7 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
         per_run["error"].append(float(set(res.top_m) != set(np.argsort(-truth, kind="stable")[:m].tolist())))
         # (epsilon, delta)-PAC: every returned arm within epsilon of the true m-th best
         per_run["eps_error"].append(float(np.any(truth[res.top_m] < best[m - 1] - epsilon - 1e-12)))
-        per_run["regret"].append(float(best[:m].mean() - truth[res.top_m].mean()))
+        per_run["regret"].append(true_simple_regret(truth, res.top_m))
         per_run["pulls"].append(res.pulls)
         if res.coverage is not None:
             per_run["coverage"].append(res.coverage)

@@ -12,7 +12,7 @@ from typing import Protocol
 import numpy as np
 
 from bench.errors import BudgetExhausted, ConfigError
-from dearicl.confidence import trace_coverage
+from dearicl.confidence import trace_coverage, true_simple_regret
 from dearicl.surrogates import Surrogate
 
 RULES = ("greedy", "variance", "both", "random")
@@ -191,10 +191,8 @@ class GapIndexTopM:
         Otherwise only observations count: U_t's j pulled members against the best j observed arm
         means among all pulled arms (NaN while no member of U_t has been pulled).
         """
-        m = len(upper)
         if self.env.true_means is not None:
-            truth = self.env.true_means
-            return float(np.sort(truth)[::-1][:m].mean() - truth[upper].mean())
+            return true_simple_regret(self.env.true_means, upper)
         observed = {a: self.observed_sum[a] / n for a, n in self.pulled.items()}
         mine = [observed[int(a)] for a in upper if int(a) in observed]
         if not mine:

@@ -116,6 +116,11 @@ class ArmStats:
     def var(self, arm: int) -> float:
         return float(self._m2[arm] / (self.n[arm] - 1)) if self.n[arm] > 1 else 0.25
 
+    def pooled_variance(self) -> tuple[float, int]:
+        """Within-arm variance pooled over every arm pulled more than once, and its degrees of freedom."""
+        df = int(np.maximum(self.n - 1, 0).sum())
+        return (float(self._m2.sum()) / df if df else float("nan")), df
+
     def radius(self, arm: int, delta: float) -> float:
         return anytime_radius(int(self.n[arm]), self.var(arm), delta)
 
@@ -128,8 +133,14 @@ class ArmStats:
 CONFIDENCE_SEQUENCES = ("betting", "bernstein")
 
 
-class _OutOfPulls(Exception):
-    """max_pulls reached before every arm had its first pull."""
+class OutOfPulls(Exception):
+    """max_pulls reached: the run stops where it is."""
+
+
+def true_simple_regret(truth: np.ndarray, chosen) -> float:
+    """Mean true reward of the true top len(chosen) minus that of the chosen arms (>= 0)."""
+    chosen = np.asarray(chosen)
+    return float(np.sort(truth)[::-1][: len(chosen)].mean() - truth[chosen].mean())
 
 
 @dataclass
@@ -177,7 +188,7 @@ class LUCB:
         try:
             for arm in range(k):  # every arm once: no bound is informative before its first pull
                 if self.max_pulls is not None and self.pulls >= self.max_pulls:
-                    raise _OutOfPulls
+                    raise OutOfPulls
                 self._pull(arm)
             while True:
                 rounds += 1
@@ -191,7 +202,7 @@ class LUCB:
                 truth = getattr(self.env, "true_means", None)
                 if truth is not None:
                     row["covered"] = intervals_cover(lower, upper, truth)
-                    row["simple_regret"] = float(np.sort(truth)[::-1][: self.m].mean() - truth[top].mean())
+                    row["simple_regret"] = true_simple_regret(truth, top)
                 trace.append(row)
                 if gap < self.epsilon:
                     break
@@ -202,7 +213,7 @@ class LUCB:
                 self._pull(strongest)
         except BudgetExhausted:
             stopped_by = "budget"
-        except _OutOfPulls:
+        except OutOfPulls:
             stopped_by = "max_pulls"
         top = np.argsort(-self.stats.mean, kind="stable")[: self.m]
         return LUCBResult(top_m=[int(a) for a in top], pulls=self.pulls, rounds=rounds, stopped_by=stopped_by,

@@ -38,7 +38,9 @@ class OracleEnvironment:
         return self.oracle.llm_seconds
 
 
-class _Simulated:
+class Simulated:
+    """Base of the simulated environments: no LLM behind them."""
+
     true_means: np.ndarray
 
     def llm_calls(self) -> int:
@@ -48,7 +50,7 @@ class _Simulated:
         return 0.0
 
 
-class LinearEnvironment(_Simulated):
+class LinearEnvironment(Simulated):
     """Arms = rows of a feature matrix; reward = x^T theta + N(0, noise^2) (one 'query')."""
 
     def __init__(self, features: np.ndarray, theta: np.ndarray, noise: float, rng: np.random.Generator):
@@ -67,7 +69,7 @@ class LinearEnvironment(_Simulated):
 RewardFn = Callable[[np.ndarray, np.ndarray, np.random.Generator], float]
 
 
-class EmbeddingEnvironment(_Simulated):
+class EmbeddingEnvironment(Simulated):
     """Arms from real pool examples; per-query reward from a function of the embeddings.
 
     reward(query_embedding [d], demo_embeddings [k, d], rng) -> float, noise included. True means

@@ -28,7 +28,8 @@ import numpy as np
 from scipy.stats import chi2
 
 from bench.errors import BudgetExhausted, ConfigError
-from dearicl.confidence import ArmStats, BettingCS, intervals_cover, trace_coverage
+from dearicl.confidence import (ArmStats, BettingCS, OutOfPulls, intervals_cover, trace_coverage,
+                                true_simple_regret)
 
 
 @dataclass
@@ -67,11 +68,6 @@ class PacResult:
     seen: list[int] = field(default_factory=list)  # every arm pulled
 
 
-class _Stop(Exception):
-    def __init__(self, reason: str):
-        self.reason = reason
-
-
 class CertifiedTopM:
     def __init__(self, env, surrogate, config: PacConfig):
         k = env.n_arms
@@ -84,23 +80,16 @@ class CertifiedTopM:
         self.audits: list[int] = []
         self.pulls, self.since_refresh = 0, 0
         self.n_queries = None
-        self.within_ss, self.within_df = 0.0, 0  # pooled within-arm variance of pull means
         self.phi = None
 
     # ---- pulls ---------------------------------------------------------------------------------
     def _pull(self, arm: int) -> None:
         if self.cfg.max_pulls is not None and self.pulls >= self.cfg.max_pulls:
-            raise _Stop("max_pulls")
+            raise OutOfPulls
         rewards = np.asarray(self.env.pull(arm), dtype=np.float64)
         self.n_queries = len(rewards)
         value = float(rewards.mean())
-        if self.stats.n[arm]:
-            before = self.stats.mean[arm]
-            self.stats.add(arm, value)
-            self.within_ss += (value - before) * (value - self.stats.mean[arm])
-            self.within_df += 1
-        else:
-            self.stats.add(arm, value)
+        self.stats.add(arm, value)
         self.cs.add(arm, value)
         if arm not in self.audits:  # audit arms stay out of the network's training data
             self.s.observe(arm, rewards)
@@ -134,10 +123,10 @@ class CertifiedTopM:
         """Per-pull noise: an upper (1 - delta/4) bound on the pooled within-arm variance once 5 repeat pulls
         exist; before, the bound for a mean of n_q independent [0, 1] rewards, 1 / (2 sqrt(n_q))."""
         range_bound = 0.5 / math.sqrt(self.n_queries or 1)
-        if self.within_df < 5:
+        var, df = self.stats.pooled_variance()
+        if df < 5:
             return range_bound
-        var = self.within_ss / self.within_df
-        upper = var * self.within_df / chi2.ppf(self.cfg.delta / 4, self.within_df)
+        upper = var * df / chi2.ppf(self.cfg.delta / 4, df)
         return min(range_bound, math.sqrt(upper))
 
     def model_intervals(self) -> tuple[np.ndarray, np.ndarray, float, float]:
@@ -167,6 +156,14 @@ class CertifiedTopM:
         lo, hi = np.where(conflict, lo_cs, lo), np.where(conflict, hi_cs, hi)
         return np.clip(lo, 0, 1), np.clip(hi, 0, 1), {"xi": xi, "sigma": sigma, "conflicts": int(conflict.sum())}
 
+    def frontier(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, int, int, float]:
+        """S = the m best midpoints; its weakest lower bound, the strongest upper bound outside it, and the
+        certificate's gap = UCB(strongest) - LCB(weakest)."""
+        top = np.argsort(-(lo + hi), kind="stable")[: self.cfg.m]
+        rest = np.setdiff1d(np.arange(self.k), top)
+        weakest, strongest = int(top[np.argmin(lo[top])]), int(rest[np.argmax(hi[rest])])
+        return top, weakest, strongest, float(hi[strongest] - lo[weakest])
+
     # ---- the loop -----------------------------------------------------------------------------
     def run(self) -> PacResult:
         cfg, k = self.cfg, self.k
@@ -184,36 +181,31 @@ class CertifiedTopM:
                 if self.since_refresh >= max(cfg.refresh_every, 0.1 * self.pulls):
                     self._refresh_features()
                 lo, hi, info = self.intervals()
-                top = np.argsort(-(lo + hi), kind="stable")[: cfg.m]
-                rest = np.setdiff1d(np.arange(k), top)
-                weakest, strongest = int(top[np.argmin(lo[top])]), int(rest[np.argmax(hi[rest])])
-                gap = float(hi[strongest] - lo[weakest])
-                row = {"round": rounds, "pulls": self.pulls, "gap_index": gap, "audits": len(self.audits), **info}
-                if getattr(self.env, "true_means", None) is not None:
-                    row["covered"] = intervals_cover(lo, hi, self.env.true_means)
-                    truth = self.env.true_means
-                    row["simple_regret"] = float(np.sort(truth)[::-1][: cfg.m].mean() - truth[top].mean())
-                trace.append(row)
+                top, weakest, strongest, gap = self.frontier(lo, hi)
                 info = {**info, "gap_index": gap, "audits": len(self.audits)}
+                row = {"round": rounds, "pulls": self.pulls, **info}
+                truth = getattr(self.env, "true_means", None)
+                if truth is not None:
+                    row["covered"] = intervals_cover(lo, hi, truth)
+                    row["simple_regret"] = true_simple_regret(truth, top)
+                trace.append(row)
                 if gap <= cfg.epsilon:
                     stopped_by = "certified"
                     break
-                if len(self.audits) < min(cfg.max_audits, cfg.audit_share * self.pulls) and self._audit():
-                    pass
-                else:
+                audit_due = len(self.audits) < min(cfg.max_audits, cfg.audit_share * self.pulls)
+                if not (audit_due and self._audit()):
                     self._pull(weakest)
                     self._pull(strongest)
         except BudgetExhausted:
             stopped_by = "budget"
-        except _Stop as stop:
-            stopped_by = stop.reason
+        except OutOfPulls:
+            stopped_by = "max_pulls"
         if stopped_by != "certified" and self.pulls:
             if self.phi is None:
                 self._refresh_features()
             lo, hi, info = self.intervals()
-            top = np.argsort(-(lo + hi), kind="stable")[: cfg.m]
-            rest = np.setdiff1d(np.arange(k), top)
-            info = {**info, "gap_index": float(hi[rest].max() - lo[top].min()), "audits": len(self.audits)}
+            top, _, _, gap = self.frontier(lo, hi)
+            info = {**info, "gap_index": gap, "audits": len(self.audits)}
         return PacResult(top_m=[int(a) for a in top], pulls=self.pulls, rounds=rounds, stopped_by=stopped_by,
                          trace=trace, coverage=trace_coverage(trace), certificate=info,
                          seen=[int(a) for a in np.flatnonzero(self.stats.n)])

@@ -91,13 +91,24 @@ class BanditSelector(Selector):
         self.result_ = GapIndexTopM(prep.env, surrogate, self.bandit_config(ctx, m=m, **overrides)).run()
         return self.result_
 
-    def fit_neural(self, ctx: FitContext, **overrides) -> BanditResult:
-        """Arms, the neural surrogate and one bandit run: the shared start of every DEARICL selector."""
+    def start_neural(self, ctx: FitContext) -> Prepared:
+        """Arms and an untrained neural surrogate: the shared start of every DEARICL selector."""
         self.check_pool(ctx)
         self.prep_ = prep = prepare(ctx, self.n_arms)
         self.surrogate_ = self.neural_surrogate(prep, ctx.seed)
         self.encoder_ = ctx.encoder
+        return prep
+
+    def fit_neural(self, ctx: FitContext, **overrides) -> BanditResult:
+        """Arms, the neural surrogate and one bandit run."""
+        prep = self.start_neural(ctx)
         return self.run_bandit(ctx, prep, self.surrogate_, **overrides)
+
+    def best_for_query(self, query: Item, candidates: np.ndarray) -> list[Item]:
+        """The demonstrations of the candidate arm the trained surrogate scores highest for this query."""
+        query_emb = self.encoder_.encode_items([query])[0]
+        scores = self.surrogate_.rank_scores(query_emb, candidates)
+        return self.demos_of(int(candidates[int(np.argmax(scores))]))
 
     def require_pulls(self, result: BanditResult) -> None:
         """A surrogate that saw no reward is untrained: refuse to select with it."""
@@ -117,8 +128,12 @@ class BanditSelector(Selector):
         if result is None:
             return []
         summary = {"summary": True, "pulls": result.pulls, "rounds": result.rounds, "stopped_by": result.stopped_by,
-                   "surrogate": self.surrogate_kind, "settings": self.settings()}
+                   "surrogate": self.surrogate_kind, "settings": self.settings(), **self.trace_extra(result)}
         return result.trace + [summary]
+
+    def trace_extra(self, result) -> dict:
+        """More fields for the trace's summary row."""
+        return {}
 
     def demos_of(self, arm: int) -> list[Item]:
         return self.prep_.env.demos(arm)
@@ -136,17 +151,12 @@ class PacSelector(BanditSelector):
                         feature_dim=feature_dim)
 
     def fit_pac(self, ctx: FitContext) -> PacResult:
-        self.check_pool(ctx)
-        self.prep_ = prep = prepare(ctx, self.n_arms)
-        self.surrogate_ = self.neural_surrogate(prep, ctx.seed)
-        self.encoder_ = ctx.encoder
+        prep = self.start_neural(ctx)
         m = min(self.m, max(1, len(prep.arms) - 1))
         cfg = PacConfig(m=m, epsilon=self.epsilon, delta=self.delta, cold_start=self.cold_start,
                         max_pulls=self.max_pulls, seed=ctx.seed, **self.pac)
         self.result_ = result = CertifiedTopM(prep.env, self.surrogate_, cfg).run()
-        if result.pulls == 0:
-            raise FitFailed(f"{self.name}: no arm was pulled before the budget ended, so the neural surrogate is "
-                            "untrained; raise --llm-budget")
+        self.require_pulls(result)
         if result.stopped_by != "certified":
             self.warn(f"stopped by {result.stopped_by} after {result.pulls} pulls before the certificate held: "
                       "the returned arms are not certified epsilon-good")
@@ -156,11 +166,5 @@ class PacSelector(BanditSelector):
         return {**super().settings(), "stop_rule": "certified: min LCB(S) >= max UCB(outside) - epsilon",
                 "surrogate": "neural + linear head, betting CS", **self.pac}
 
-    def trace(self) -> list[dict]:
-        result = getattr(self, "result_", None)
-        if result is None:
-            return []
-        summary = {"summary": True, "pulls": result.pulls, "rounds": result.rounds, "stopped_by": result.stopped_by,
-                   "surrogate": "neural + linear head", "certificate": result.certificate,
-                   "settings": self.settings()}
-        return result.trace + [summary]
+    def trace_extra(self, result) -> dict:
+        return {"surrogate": "neural + linear head", "certificate": result.certificate}

@@ -31,6 +31,7 @@ import numpy as np
 
 from bench.errors import ConfigError
 from dearicl.arms import ArmSet, build_arms, slot_similarity_features
+from dearicl.environments import Simulated
 
 FAMILIES = ("nonlinear", "slots", "pairwise", "order", "latent")
 SPREAD = (0.2, 0.9)  # calibrated range of the arm means
@@ -50,12 +51,16 @@ class Instance:
         return self.p.mean(axis=1)
 
 
-class TableEnvironment:
+def check_noise(noise: float) -> None:
+    if not 0 < noise < 0.5:
+        raise ConfigError(f"--noise must be in (0, 0.5) for Beta rewards in [0, 1], got {noise}")
+
+
+class TableEnvironment(Simulated):
     """A SIMULATED environment over an instance: a pull draws one Beta reward per validation query."""
 
     def __init__(self, p: np.ndarray, noise: float, rng: np.random.Generator):
-        if not 0 < noise < 0.5:
-            raise ConfigError(f"--noise must be in (0, 0.5) for Beta rewards in [0, 1], got {noise}")
+        check_noise(noise)
         self.p, self.rng = p, rng
         self.kappa = 1.0 / (4.0 * noise**2) - 1.0
         self.n_arms = len(p)
@@ -63,12 +68,6 @@ class TableEnvironment:
 
     def pull(self, arm: int) -> np.ndarray:
         return self.rng.beta(self.kappa * self.p[arm], self.kappa * (1.0 - self.p[arm]))
-
-    def llm_calls(self) -> int:
-        return 0
-
-    def llm_seconds(self) -> float:
-        return 0.0
 
 
 def calibrate(latent: np.ndarray) -> np.ndarray:

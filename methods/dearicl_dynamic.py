@@ -20,6 +20,4 @@ class DearIclDynamic(BanditSelector):
         return self
 
     def select(self, query: Item) -> list[Item]:
-        query_emb = self.encoder_.encode_items([query])[0]
-        scores = self.surrogate_.rank_scores(query_emb, self.candidates_)
-        return self.demos_of(int(self.candidates_[int(np.argmax(scores))]))
+        return self.best_for_query(query, self.candidates_)

@@ -1,7 +1,7 @@
 """Imports every built-in selector so that its @register runs."""
 from methods import (bridge, case_dynamic, case_static, dearicl_dynamic, dearicl_noexplore,  # noqa: F401
-                     dearicl_pac_dynamic, dearicl_pac_static, dearicl_random, dearicl_static, explora, few_shot, knn, lens, listnet, mmr, ndcgloss2pp,
-                     neuralndcg, neuralndcg_norm, pirank, udr, zero_shot)
+                     dearicl_pac_dynamic, dearicl_pac_static, dearicl_random, dearicl_static, explora, few_shot,
+                     knn, lens, listnet, mmr, ndcgloss2pp, neuralndcg, neuralndcg_norm, pirank, udr, zero_shot)
 
 # The paper's Table 1 order: task level, instance level, bandit, bandit + LTR, then beyond the paper
 # (used by --methods all).
