@@ -198,12 +198,8 @@ class LUCB:
                 weakest = int(top[np.argmin(lower[top])])
                 strongest = int(rest[np.argmax(upper[rest])])
                 gap = float(upper[strongest] - lower[weakest])
-                row = {"round": rounds, "pulls": self.pulls, "gap_index": gap}
-                truth = getattr(self.env, "true_means", None)
-                if truth is not None:
-                    row["covered"] = intervals_cover(lower, upper, truth)
-                    row["simple_regret"] = true_simple_regret(truth, top)
-                trace.append(row)
+                trace.append({"round": rounds, "pulls": self.pulls, "gap_index": gap,
+                              **truth_fields(self.env, lower, upper, top)})
                 if gap < self.epsilon:
                     break
                 if self.max_pulls is not None and self.pulls + 2 > self.max_pulls:
@@ -223,6 +219,14 @@ class LUCB:
 def intervals_cover(lower: np.ndarray, upper: np.ndarray, truth: np.ndarray) -> bool:
     """Every arm's true mean inside its interval: then every pairwise gap is covered too."""
     return bool(np.all((lower - 1e-12 <= truth) & (truth <= upper + 1e-12)))
+
+
+def truth_fields(env, lower: np.ndarray, upper: np.ndarray, chosen) -> dict:
+    """A trace row's coverage and simple regret, when the environment knows its truth (simulated)."""
+    truth = getattr(env, "true_means", None)
+    if truth is None:
+        return {}
+    return {"covered": intervals_cover(lower, upper, truth), "simple_regret": true_simple_regret(truth, chosen)}
 
 
 def trace_coverage(trace: list[dict]) -> float | None:

@@ -28,8 +28,7 @@ import numpy as np
 from scipy.stats import chi2
 
 from bench.errors import BudgetExhausted, ConfigError
-from dearicl.confidence import (ArmStats, BettingCS, OutOfPulls, intervals_cover, trace_coverage,
-                                true_simple_regret)
+from dearicl.confidence import ArmStats, BettingCS, OutOfPulls, trace_coverage, truth_fields
 
 
 @dataclass
@@ -183,12 +182,7 @@ class CertifiedTopM:
                 lo, hi, info = self.intervals()
                 top, weakest, strongest, gap = self.frontier(lo, hi)
                 info = {**info, "gap_index": gap, "audits": len(self.audits)}
-                row = {"round": rounds, "pulls": self.pulls, **info}
-                truth = getattr(self.env, "true_means", None)
-                if truth is not None:
-                    row["covered"] = intervals_cover(lo, hi, truth)
-                    row["simple_regret"] = true_simple_regret(truth, top)
-                trace.append(row)
+                trace.append({"round": rounds, "pulls": self.pulls, **info, **truth_fields(self.env, lo, hi, top)})
                 if gap <= cfg.epsilon:
                     stopped_by = "certified"
                     break
