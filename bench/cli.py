@@ -3,29 +3,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 from bench.errors import BenchError, ConfigError
+from bench.options import HelpFormatter, default_data_dir
 
-SUBCOMMANDS = ("run", "list", "report", "compare", "simulate", "perf")
+SUBCOMMANDS = {  # name -> what it does, for `python -m bench --help`
+    "run": "run selectors on tasks with an LLM (the default: `python -m bench --methods ...` is a run)",
+    "list": "the methods, tasks and LLM aliases",
+    "report": "tables, significance and plots from one or more run folders",
+    "compare": "compare a run with a reference results.json (exit 1 on a regression)",
+    "simulate": "bandit methods on SIMULATED rewards with known truth",
+    "perf": "speed ratios: shared-prefix pulls, ranking, bandit overhead",
+}
 ALL_TASKS = "gsm8k,aquarat,wmt19"
 EXIT_FIT_FAILED = 3  # some (method, task) fits failed; their rows say why (2 is bad input)
-
-
-def default_data_dir() -> Path | None:
-    """--data-dir, else BENCH_DATA_DIR, else a ../shared/data beside the working or project folder."""
-    env = os.environ.get("BENCH_DATA_DIR")
-    if env:
-        return Path(env)
-    project = Path(__file__).resolve().parent.parent
-    for base in (Path.cwd(), project):
-        candidate = base.parent / "shared" / "data"
-        if candidate.is_dir():
-            return candidate
-    return None
 
 
 def _csv(value: str) -> list[str]:
@@ -45,6 +40,11 @@ def _param(value: str) -> tuple[str, str, object]:
     return method, name, parsed
 
 
+def _count_or_all(value: str) -> int | None:
+    """A positive count, or 'all' (None: every item)."""
+    return None if value == "all" else _positive(value)
+
+
 def _positive(value: str) -> int:
     n = int(value)
     if n <= 0:
@@ -53,7 +53,8 @@ def _positive(value: str) -> int:
 
 
 def run_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench", description="Benchmark ICL demonstration selectors.")
+    p = argparse.ArgumentParser(prog="python -m bench [run]", description="Benchmark ICL demonstration selectors.",
+                                formatter_class=HelpFormatter)
     p.add_argument("--methods", type=_csv, default=["zero-shot", "few-shot", "knn", "mmr"],
                    help="comma-separated method names, or 'all' (see `python -m bench list`)")
     p.add_argument("--tasks", type=_csv, default=_csv(ALL_TASKS), help=f"comma-separated tasks ({ALL_TASKS})")
@@ -66,7 +67,8 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--selection-max-new-tokens", type=_positive, default=None,
                    help="its max new tokens (default: --max-new-tokens)")
     p.add_argument("--selections", type=Path, default=None,
-                   help="saved-selection store shared by runs (default: OUT/../selections)")
+                   help="saved-selection store; give sibling runs the same DIR to replay their selections "
+                        "(default: OUT/selections)")
     p.add_argument("--no-selection-reuse", action="store_true", help="always fit, never replay saved selections")
     p.add_argument("--backend", choices=["embedded", "hf", "openai", "ollama"], help="override the alias's backend")
     p.add_argument("--api-base", help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1")
@@ -81,7 +83,8 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--retries", type=int, default=3, help="retries (exponential backoff) per server request")
     p.add_argument("--data-dir", type=Path, default=None, help="folder laid out like ../shared/data (or BENCH_DATA_DIR)")
     p.add_argument("--data-source", choices=["local", "hub"], default="local", help="hub: Hugging Face datasets (online)")
-    p.add_argument("--n-test", type=_positive, default=20, help="test items per task (seeded subsample)")
+    p.add_argument("--n-test", type=_count_or_all, default=20,
+                   help="test items per task (seeded subsample), or 'all'")
     p.add_argument("--n-val", type=_positive, default=20, help="validation items per task")
     p.add_argument("--pool-size", type=_positive, default=None, help="subsample the demonstration pool")
     p.add_argument("--seed", type=int, default=0)
@@ -107,6 +110,7 @@ def run_parser() -> argparse.ArgumentParser:
                    help="YAML file of run options (long names) and per-method `params`; flags override it "
                         "(configs/paper.yaml, configs/smoke.yaml)")
     p.add_argument("--plugin", action="append", default=[], help="module that registers selectors (repeatable)")
+    p.add_argument("--log-prompts", action="store_true", help="store each item's full prompt in records.jsonl")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
@@ -154,21 +158,15 @@ def resolved_options(args: argparse.Namespace, method_params: dict) -> dict:
     return {**options, "params": method_params}
 
 
-def cmd_run(argv: list[str]) -> int:
-    parser = run_parser()
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--config", type=Path, default=None)
-    config_path = pre.parse_known_args(argv)[0].config
-    file_params = config_defaults(parser, config_path) if config_path else {}
-    args = parser.parse_args(argv)
-    from bench.distributed import init
+def run_config(args: argparse.Namespace, file_params: dict | None = None, command: str = ""):
+    """The RunConfig of parsed run options (the CLI's and bench.evaluate's one path)."""
     from bench.llm import GenerationParams, LLMSpec
     from bench.metrics import BertScoreConfig
-    from bench.runner import RunConfig, Runner
+    from bench.runner import RunConfig
 
     if args.temperature < 0:
         raise ConfigError(f"--temperature must be >= 0, got {args.temperature}")
-    method_params: dict[str, dict] = {m: dict(v) for m, v in file_params.items()}
+    method_params: dict[str, dict] = {m: dict(v) for m, v in (file_params or {}).items()}
     for method, name, value in args.param:
         method_params.setdefault(method, {})[name] = value
     data_dir = args.data_dir or default_data_dir()
@@ -189,7 +187,7 @@ def cmd_run(argv: list[str]) -> int:
             generation, temperature=generation.temperature if args.selection_temperature is None
             else args.selection_temperature,
             max_new_tokens=args.selection_max_new_tokens or generation.max_new_tokens)
-    config = RunConfig(
+    return RunConfig(
         methods=args.methods, tasks=args.tasks, out=out, data_dir=data_dir, data_source=args.data_source, llm=llm,
         n_test=args.n_test, n_val=args.n_val, pool_size=args.pool_size, seed=args.seed, k=args.k,
         resume=args.resume, llm_budget=args.llm_budget, generation=generation,
@@ -197,7 +195,21 @@ def cmd_run(argv: list[str]) -> int:
         encoder=args.encoder, cache_path=args.cache, plugins=args.plugin, progress=not args.no_progress,
         ltr_data=tuple(args.ltr_data), selection_llm=selection_llm, selection_generation=selection_generation,
         selections=args.selections, reuse_selections=not args.no_selection_reuse, prices=args.prices,
-        options=resolved_options(args, method_params))
+        log_prompts=args.log_prompts, options=resolved_options(args, method_params), command=command)
+
+
+def cmd_run(argv: list[str]) -> int:
+    parser = run_parser()
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config", type=Path, default=None)
+    config_path = pre.parse_known_args(argv)[0].config
+    file_params = config_defaults(parser, config_path) if config_path else {}
+    args = parser.parse_args(argv)
+    from bench.distributed import init
+    from bench.runner import Runner
+
+    config = run_config(args, file_params, shlex.join(["python", "-m", "bench", "run", *argv]))
+    out = config.out
     runner = Runner(config, init())
     results = runner.run()
     if not results:
@@ -217,7 +229,7 @@ def cmd_run(argv: list[str]) -> int:
 
 
 def cmd_list(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench list")
+    p = argparse.ArgumentParser(prog="python -m bench list", formatter_class=HelpFormatter)
     p.add_argument("--plugin", action="append", default=[])
     args = p.parse_args(argv)
     from bench.llm.registry import ALIASES
@@ -226,6 +238,9 @@ def cmd_list(argv: list[str]) -> int:
 
     for module in args.plugin:
         load_plugin(module)
+    from bench.tasks import load_task_entry_points
+
+    load_task_entry_points()
     print("methods:")
     for name, cls in sorted(available().items()):
         doc = (cls.__doc__ or sys.modules[cls.__module__].__doc__ or "").strip().splitlines()[0]
@@ -241,7 +256,7 @@ def cmd_list(argv: list[str]) -> int:
 
 
 def cmd_report(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench report")
+    p = argparse.ArgumentParser(prog="python -m bench report", formatter_class=HelpFormatter)
     p.add_argument("dirs", type=Path, nargs="+", help="run folder(s); several are merged, one column group each")
     p.add_argument("--baseline", default=None, help="method for the paired t-tests (default case-dynamic)")
     p.add_argument("--prices", type=Path, default=None, help="YAML: model -> {input, output} USD per 1M tokens")
@@ -269,7 +284,7 @@ def cmd_report(argv: list[str]) -> int:
 
 
 def cmd_compare(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench compare")
+    p = argparse.ArgumentParser(prog="python -m bench compare", formatter_class=HelpFormatter)
     p.add_argument("dir", type=Path, help="run folder (or its results.json)")
     p.add_argument("--to", type=Path, required=True, help="reference results.json")
     p.add_argument("--tolerance", type=float, default=0.0, help="allowed score drop (metric units, 0-1)")
@@ -320,13 +335,39 @@ def cmd_perf(argv: list[str]) -> int:
     return 0
 
 
+def top_help() -> str:
+    lines = ["usage: python -m bench [SUBCOMMAND] [OPTIONS]   (icl-bench works the same)", "",
+             "Benchmark in-context-learning demonstration selectors.", "", "subcommands:"]
+    lines += [f"  {name:<10} {what}" for name, what in SUBCOMMANDS.items()]
+    lines += ["", "`python -m bench SUBCOMMAND --help` shows its options and their defaults.",
+              "--version prints the version; --debug shows tracebacks instead of one-line errors;",
+              "-v shows debug lines, -q only warnings (every run folder keeps the full log in run.log)."]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     if debug:
         argv.remove("--debug")
-    command = argv[0] if argv and argv[0] in SUBCOMMANDS else "run"
-    if argv and argv[0] in SUBCOMMANDS:
+    verbosity = 0
+    for flag, value in (("-v", 1), ("--verbose", 1), ("-q", -1), ("--quiet", -1)):
+        while flag in argv:
+            argv.remove(flag)
+            verbosity = value
+    from bench.log import configure
+
+    configure(verbosity)
+    if not argv or argv[0] in ("-h", "--help", "help"):  # a bare call explains itself and runs nothing
+        print(top_help())
+        return 0
+    if argv[0] == "--version":
+        from bench.provenance import version
+
+        print(version())
+        return 0
+    command = argv[0] if argv[0] in SUBCOMMANDS else "run"
+    if argv[0] in SUBCOMMANDS:
         argv = argv[1:]
     handler = {"run": cmd_run, "list": cmd_list, "report": cmd_report, "compare": cmd_compare,
                "simulate": cmd_simulate, "perf": cmd_perf}[command]

@@ -9,6 +9,7 @@ import numpy as np
 
 from bench.errors import ConfigError
 from bench.items import Item
+from bench.log import LOG
 from bench.metrics import local_encoder_path
 
 HUB_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
@@ -63,6 +64,7 @@ class Encoder:
         missing = sorted({t for t in texts if t not in self._memo})
         if missing:
             bar = len(missing) > 500 and sys.stderr.isatty()  # a bar for long encodes, not in logs
+            (LOG.info if len(missing) >= 100 else LOG.debug)("embedding %d texts with %s", len(missing), self.name)
             vectors = self._load().encode(missing, batch_size=self.batch_size, normalize_embeddings=True,
                                           convert_to_numpy=True, show_progress_bar=bar)
             self._memo.update(zip(missing, vectors.astype(np.float32)))

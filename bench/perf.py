@@ -25,9 +25,12 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.options import HelpFormatter, default_data_dir
+
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench perf", description="Measure the speed ratios P3, P4, P5.")
+    p = argparse.ArgumentParser(prog="python -m bench perf", formatter_class=HelpFormatter,
+                                description="Measure the speed ratios P3, P4, P5.")
     p.add_argument("--task", default="gsm8k")
     p.add_argument("--data-dir", type=Path, default=None)
     p.add_argument("--items", type=int, default=20, help="validation items in the measured pull (P3)")
@@ -39,13 +42,13 @@ def parser() -> argparse.ArgumentParser:
                    help="also measure items/s of a knn run on this many test items with 1 and 2 processes "
                         "(torchrun); 0 skips it")
     p.add_argument("--processes", default="1,2", help="process counts for --scaling-items")
-    p.add_argument("--json", type=Path, default=None, help="write the results here")
+    p.add_argument("--out", "--json", dest="out", type=Path, default=None,
+                   help="write the results here as JSON (--json is the old name)")
     return p
 
 
 def run(argv: list[str]) -> dict:
     args = parser().parse_args(argv)
-    from bench.cli import default_data_dir
     from bench.encoder import Encoder
     from bench.llm.base import GenerationParams
     from bench.llm.embedded import EmbeddedGemma
@@ -95,9 +98,9 @@ def run(argv: list[str]) -> dict:
     }
     if scaling:
         result["scaling"] = scaling
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2))
     return result
 
 
@@ -130,7 +133,6 @@ def _bandit_overhead(task, splits, encoder, backend, args) -> dict:
 
 def _scaling(args) -> dict:
     """Wall time and items/s of the same knn run with 1 and more processes (model loading included)."""
-    from bench.cli import default_data_dir
     from bench.errors import ConfigError
 
     torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent)) or shutil.which("torchrun")

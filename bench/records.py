@@ -28,6 +28,7 @@ class ItemRecord:
     query: str = ""  # the test question (truncated), for the exemplar table
     demo_questions: list[str] = field(default_factory=list)  # the demonstrations' questions (truncated)
     select_info: dict = field(default_factory=dict)  # what select() did for this item (Selector.select_info)
+    prompt: str = ""  # the full prompt, with --log-prompts
 
 
 @dataclass

@@ -5,10 +5,13 @@ with the same --out skips finished items and answers every earlier call from the
 """
 from __future__ import annotations
 
+import copy
 import json
 import time
+from datetime import datetime, timezone
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -16,6 +19,8 @@ from bench.distributed import Dist
 from bench.encoder import Encoder
 from bench.errors import BenchError, BudgetExhausted, ConfigError, FitFailed
 from bench.items import Item
+from bench.log import LOG, run_log
+from bench.provenance import environment
 from bench.llm import CallCache, CallLog, CallScope, GenerationParams, LLMClient, LLMSpec, make_backend
 from bench.llm.cache import text_hash
 from bench.llm.registry import resolve
@@ -26,7 +31,7 @@ from bench.selections import ReplaySelector, SelectionStore, selection_key
 from reports.costs import PriceTable
 from bench.tasks import Task, make_task
 from dearicl.ltr import DEARICL_DATA, LTR_DATA
-from methods.base import FitContext, accepted_params, available, create, load_plugin
+from methods.base import FitContext, accepted_params, available, code_version, create, load_plugin
 
 RECORDS = "records.jsonl"
 CALLS = "calls.jsonl"
@@ -65,6 +70,10 @@ class RunConfig:
     reuse_selections: bool = True
     prices: Path | None = None  # price table for the report's token costs
     options: dict = field(default_factory=dict)  # the resolved command-line options (written as run_config.yaml)
+    command: str = ""  # the command line that started the run (results.json's meta)
+    log_prompts: bool = False  # store each item's full prompt in records.jsonl
+    selectors: dict = field(default_factory=dict)  # name -> Selector instance (bench.evaluate); never replayed
+    llm_backend: Any = None  # a backend object answering for `llm` (bench.evaluate), instead of make_backend
 
     @property
     def oracle_llm(self) -> LLMSpec:
@@ -92,8 +101,10 @@ class RunConfig:
         return {"method": method, "task": task, "params": params, **self._selection_inputs()}
 
 
-def expand_methods(methods: list[str], ltr_data: tuple[str, ...] = ("own",)) -> list[str]:
-    """Method names to run: `all` in the paper's table order; LTR selectors per --ltr-data source."""
+def expand_methods(methods: list[str], ltr_data: tuple[str, ...] = ("own",), instances: set[str] = frozenset()
+                   ) -> list[str]:
+    """Method names to run: `all` in the paper's table order; LTR selectors per --ltr-data source.
+    `instances` are names of given Selector objects (bench.evaluate), not looked up in the registry."""
     from methods.zoo import PAPER_ORDER
 
     known = available()
@@ -101,7 +112,7 @@ def expand_methods(methods: list[str], ltr_data: tuple[str, ...] = ("own",)) -> 
         rank = {name: i for i, name in enumerate(PAPER_ORDER)}
         methods = sorted((n for n, cls in known.items() if cls.in_all), key=lambda n: (rank.get(n, len(rank)), n))
     for name in methods:
-        if name not in known:
+        if name not in known and name not in instances:
             raise ConfigError(f"unknown method '{name}'; known methods: {', '.join(sorted(known))}")
     unknown = [d for d in ltr_data if d not in LTR_DATA]
     if unknown or not ltr_data:
@@ -122,50 +133,66 @@ class Runner:
         self.dist = dist or Dist()
         for module in config.plugins:
             load_plugin(module)
-        self.methods = expand_methods(config.methods, config.ltr_data)
+        self.methods = expand_methods(config.methods, config.ltr_data, instances=set(config.selectors))
         self.tasks = [make_task(t) for t in config.tasks]  # validates names before anything heavy
-        resolve(config.llm)  # validates the LLM names and backends
-        resolve(config.oracle_llm)
+        if config.llm_backend is None:
+            resolve(config.llm)  # validates the LLM names and backends
+        if config.llm_backend is None or config.selection_llm is not None:
+            resolve(config.oracle_llm)
         self.prices = PriceTable.load(config.prices) if config.prices else None  # a bad file fails before any work
         known = available()
         for name in config.method_params:
             if name != "*" and name not in known:
                 raise ConfigError(f"--param names unknown method '{name}'")
         for name in self.methods:
-            selector = create(name, self.params_for(name))  # parameter names and values checked up front
+            selector = self._selector(name)  # parameter names and values checked up front
             for task in self.tasks:
                 selector.check_task(task)
         self.out = Path(config.out)
+        self.run_methods = self._check_out()  # an occupied --out fails here, before anything is written
+        # the data is read now, so that a bad --data-dir or split fails before any model loads
+        self.splits = {task.name: task.load_splits(config.data_dir, n_test=config.n_test, n_val=config.n_val,
+                                                   pool_size=config.pool_size, seed=config.seed,
+                                                   source=config.data_source) for task in self.tasks}
+
+    def _selector(self, method: str):
+        """A fresh selector: a copy of a given instance, or one made from the registry with its parameters."""
+        if method in self.cfg.selectors:
+            return copy.deepcopy(self.cfg.selectors[method])
+        return create(method, self.params_for(method))
 
     def params_for(self, method: str) -> dict:
         """k, then `*.NAME` settings the selector accepts, then its own `METHOD.NAME` settings."""
+        if method in self.cfg.selectors:
+            return {"k": self.cfg.selectors[method].k}
         accepted = set(accepted_params(available()[method]))
         shared = {k: v for k, v in self.cfg.method_params.get("*", {}).items() if k in accepted}
         return {"k": self.cfg.k, **shared, **self.cfg.method_params.get(method, {})}
 
     # ---- setup --------------------------------------------------------------------------------
-    def _prepare_out(self) -> None:
+    def _check_out(self) -> list[str]:
+        """The methods config.json will list; refuses an occupied --out without --resume, or a changed run."""
         cfg_path = self.out / CONFIG
+        if not cfg_path.exists():
+            return self.methods
+        if not self.cfg.resume:
+            raise ConfigError(f"{self.out} already holds a run; pass --resume to continue it or choose another --out")
+        previous = json.loads(cfg_path.read_text())
+        identity = json.loads(json.dumps(self.cfg.identity()))  # as it reads back from disk
+        if previous.get("identity") != identity:
+            diff = sorted(k for k in identity if previous.get("identity", {}).get(k) != identity[k])
+            raise ConfigError(f"--resume: settings differ from the run in {self.out} ({', '.join(diff)})")
+        return list(dict.fromkeys(previous.get("methods", []) + self.methods))
+
+    def _write_out_config(self) -> None:
+        """Written once the models have loaded: a run that failed to start leaves no config.json behind."""
         if self.dist.is_main:
-            self.out.mkdir(parents=True, exist_ok=True)
-            identity = json.loads(json.dumps(self.cfg.identity()))  # as it reads back from disk
-            if cfg_path.exists():
-                previous = json.loads(cfg_path.read_text())
-                if not self.cfg.resume:
-                    raise ConfigError(f"{self.out} already holds a run; pass --resume to continue it "
-                                      "or choose another --out")
-                if previous.get("identity") != identity:
-                    diff = sorted(k for k in identity if previous.get("identity", {}).get(k) != identity[k])
-                    raise ConfigError(f"--resume: settings differ from the run in {self.out} ({', '.join(diff)})")
-                methods = list(dict.fromkeys(previous.get("methods", []) + self.methods))
-            else:
-                methods = self.methods
-            cfg_path.write_text(json.dumps({"identity": identity, "methods": methods}, indent=2))
+            identity = json.loads(json.dumps(self.cfg.identity()))
+            (self.out / CONFIG).write_text(json.dumps({"identity": identity, "methods": self.run_methods}, indent=2))
             if self.cfg.options:
                 import yaml
 
                 (self.out / RUN_CONFIG).write_text(yaml.safe_dump(self.cfg.options, sort_keys=False), encoding="utf-8")
-        self.dist.barrier()
 
     def _clients(self) -> tuple[LLMClient, LLMClient]:
         """(inference client, selection client): one client when both LLMs and decodings are the same.
@@ -173,7 +200,7 @@ class Runner:
         cache = CallCache(self.cfg.cache_path or self.out / "cache.sqlite")
         name = CALLS if self.dist.world == 1 else f"calls.rank{self.dist.rank}.jsonl"
         log = CallLog(self.out / name, rank=self.dist.rank)
-        client = LLMClient(make_backend(self.cfg.llm), cache, log, self.cfg.generation)
+        client = LLMClient(self.cfg.llm_backend or make_backend(self.cfg.llm), cache, log, self.cfg.generation)
         cfg = self.cfg
         same_model = cfg.oracle_llm.identity() == cfg.llm.identity()
         if same_model and cfg.oracle_generation == cfg.generation:
@@ -183,7 +210,17 @@ class Runner:
 
     # ---- the run ------------------------------------------------------------------------------
     def run(self) -> dict:
-        self._prepare_out()
+        if self.dist.is_main:
+            self.out.mkdir(parents=True, exist_ok=True)
+        self.dist.barrier()
+        if not self.dist.is_main:
+            return self._run()
+        with run_log(self.out):
+            return self._run()
+
+    def _run(self) -> dict:
+        began = time.perf_counter()
+        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.bertscore = BertScore(self.cfg.bertscore)
         for task in self.tasks:
             task.bertscore = self.bertscore
@@ -194,18 +231,22 @@ class Runner:
         if self.dist.is_main and self.dist.world > 1:
             self.dist.barrier()
         self.client.backend.warm()
-        self.store = SelectionStore(self.cfg.selections or self.out.parent / "selections")
+        LOG.info("LLM %s loaded in %.1f s%s", self.client.backend.describe(), time.perf_counter() - began,
+                 "" if self.selection_client is self.client else
+                 f"; selection LLM {self.selection_client.backend.describe()}")
+        self._write_out_config()
+        self.store = SelectionStore(self.cfg.selections or self.out / "selections")
         records_path = self.out / (RECORDS if self.dist.world == 1 else f"records.rank{self.dist.rank}.jsonl")
         # One snapshot after the setup barrier: every rank takes the same skip decisions from it.
         done = {(r.method, r.task, r.item_id) for r in self._all_records()}
         self.fits_at_start = read_fits(self.out / FITS)
         try:
             for task in self.tasks:
-                splits = task.load_splits(self.cfg.data_dir, n_test=self.cfg.n_test, n_val=self.cfg.n_val,
-                                          pool_size=self.cfg.pool_size, seed=self.cfg.seed,
-                                          source=self.cfg.data_source)
+                splits = self.splits[task.name]
+                LOG.info("task %s: %d pool, %d validation, %d test items", task.name, len(splits.pool),
+                         len(splits.validation), len(splits.test))
                 for method in self.methods:
-                    self._run_one(task, splits, method, done, records_path)
+                    self._run_one(task, self.splits[task.name], method, done, records_path)
         finally:
             self.client.log.close()
         self.dist.barrier()
@@ -215,9 +256,11 @@ class Runner:
         from reports.results import build_results, write_results
         from reports.render import write_report
 
+        meta = {"command": self.cfg.command, "options": self.cfg.options, **environment(), "started": started,
+                "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")}
         results = build_results(self.out, bertscore=self.bertscore, encoder=self.encoder.name,
                                 llm=self.client.backend.describe(),
-                                selection_llm=self.selection_client.backend.describe())
+                                selection_llm=self.selection_client.backend.describe(), meta=meta)
         write_results(self.out, results)
         write_report(self.out, prices=self.prices)
         return results
@@ -230,15 +273,20 @@ class Runner:
         todo = [it for i, it in enumerate(splits.test)
                 if i % self.dist.world == self.dist.rank and (method, task.name, it.id) not in done]
         params = self.params_for(method)
-        selector = create(method, params)
-        key = selection_key(self.cfg.selection_identity(method, task.name, params))
-        saved = self.store.load(key) if self.cfg.reuse_selections else None
+        selector = self._selector(method)
+        key = selection_key({**self.cfg.selection_identity(method, task.name, params),
+                             "code": code_version(type(selector))})
+        # an instance's settings are not in the key: it is always fitted, and its selections are not saved
+        reuse = self.cfg.reuse_selections and method not in self.cfg.selectors
+        saved = self.store.load(key) if reuse else None
         if saved is not None and all(it.id in saved[1] for it in splits.test):
             # the same selection LLM, data, seed and parameters chose these before: no selection call
             original, demos = saved
             selector = ReplaySelector(selector, demos)
             summary = replace(FitSummary(**original), selection_seconds=0.0, selection_calls=0,
                               reused_from=str(self.store.root))
+            LOG.info("%s on %s: replayed %d selections from %s (no selection call)", method, task.name,
+                     len(splits.test), self.store.root)
             if self.dist.is_main and (method, task.name) not in fits:
                 append_jsonl(self.out / FITS, [summary])
         else:
@@ -259,7 +307,7 @@ class Runner:
             if self.dist.is_main:
                 append_jsonl(self.out / FITS, [replace(summary, error=str(exc))])
             return
-        if picked and not isinstance(selector, ReplaySelector):
+        if picked and reuse and not isinstance(selector, ReplaySelector):
             meta = {"method": method, "task": task.name, "selection_llm": self.selection_client.backend.describe()}
             self.store.save(key, meta, asdict(summary), picked, rank=self.dist.rank)
 
@@ -267,6 +315,8 @@ class Runner:
         oracle = RewardOracle(self.selection_client, task, selector.name, self.bertscore, budget=self.cfg.llm_budget)
         ctx = FitContext(task=task, pool=splits.pool, validation=splits.validation, encoder=self.encoder,
                          oracle=oracle, seed=self.cfg.seed, k=selector.k, budget=self.cfg.llm_budget)
+        LOG.info("fit %s on %s%s", selector.name, task.name,
+                 f" (budget {self.cfg.llm_budget} selection calls)" if self.cfg.llm_budget else "")
         began = time.perf_counter()
         error = ""
         try:
@@ -281,6 +331,11 @@ class Runner:
         if oracle.budget_exhausted:
             warnings.insert(0, f"stopped at --llm-budget {self.cfg.llm_budget} after {oracle.calls} selection "
                                "calls and used what it had")
+        stop = next((row["stopped_by"] for row in reversed(selector.trace() or []) if isinstance(row, dict)
+                     and "stopped_by" in row), None)
+        LOG.info("fit %s on %s: %d selection calls%s%s in %.1f s%s", selector.name, task.name, oracle.calls,
+                 f" of {self.cfg.llm_budget}" if self.cfg.llm_budget else "", f", stopped by {stop}" if stop else "",
+                 seconds, f"; FAILED: {error}" if error else (f"; {len(warnings)} warning(s)" if warnings else ""))
         return FitSummary(method=selector.name, task=task.name, level=selector.level,
                           group=selector.table_group or selector.level,
                           selection_seconds=round(seconds, 3), selection_calls=oracle.calls,
@@ -299,6 +354,7 @@ class Runner:
         # a task-level selector gives every item the same prefix: decode more of them after it at once
         step = max(1, (backend.prefix_batch_size or backend.batch_size) if selector.level == "task"
                    else backend.batch_size)
+        LOG.info("inference %s on %s: %d items", selector.name, task.name, len(items))
         bar = tqdm(total=len(items), desc=f"{selector.name}/{task.name}", disable=None if self.cfg.progress else True,
                    unit="item", leave=False)
         for start in range(0, len(items), step):
@@ -328,7 +384,7 @@ class Runner:
                     select_s=round(select_s[i], 6), extra={k: v[i] for k, v in extras.items()},
                     llm=self.client.backend.model_id, selection_llm=self.selection_client.backend.model_id,
                     query=item.question[:400], demo_questions=[d.question[:400] for d in demos[i]],
-                    select_info=infos[i]))
+                    select_info=infos[i], prompt=prompts[i] if self.cfg.log_prompts else ""))
             append_jsonl(records_path, rows)
             picked.update({item.id: demos[i] for i, item in enumerate(chunk)})
             bar.update(len(chunk))

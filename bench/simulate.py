@@ -14,9 +14,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from bench.errors import ConfigError, DataError
+from bench.options import HelpFormatter, default_data_dir
 from dearicl.arms import arm_embeddings, build_arms, cluster_labels, slot_similarity_features
 from dearicl.bandit import BanditConfig, GapIndexTopM
-from dearicl.confidence import LUCB, true_simple_regret
+from dearicl.confidence import CONFIDENCE_SEQUENCES, LUCB, true_simple_regret
 from dearicl.environments import EmbeddingEnvironment, LinearEnvironment, load_reward_module
 from dearicl.pac import CertifiedTopM, PacConfig
 from dearicl.surrogates import LinearSurrogate, NeuralConfig, NeuralSurrogate
@@ -44,7 +45,7 @@ DEFAULT_METHODS = "case,dearicl,dearicl-random,lucb,dearicl-pac"
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench simulate",
+    p = argparse.ArgumentParser(prog="python -m bench simulate", formatter_class=HelpFormatter,
                                 description="Run bandit methods on SIMULATED reward environments with known truth. "
                                             "Testbed families (nonlinear, slots, pairwise, order, latent) draw a "
                                             "new random instance per run; see dearicl/testbeds.py.")
@@ -61,6 +62,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--beta", choices=["heuristic", "frequentist", "lucb1"], default="heuristic")
     p.add_argument("--rule", choices=["greedy", "variance", "both"], default="greedy")
     p.add_argument("--budget", type=int, default=None, help="max pulls per run")
+    p.add_argument("--cs", choices=CONFIDENCE_SEQUENCES, default="query-bernstein",
+                   help="the confidence sequence of lucb and dearicl-pac (dearicl/confidence.py)")
     p.add_argument("--patience", type=int, default=None,
                    help="rounds without a change of U_t required to stop (default: case 20 as in its script, "
                         "0 for dearicl as in Algorithm 1 and for the linear GIFA mode)")
@@ -106,7 +109,6 @@ def read_features(path: Path) -> np.ndarray:
 
 def embedding_world(args):
     """Real pool examples and validation queries, embedded with the project's encoder."""
-    from bench.cli import default_data_dir
     from bench.encoder import Encoder
     from bench.tasks import make_task
 
@@ -205,12 +207,12 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
         env = world.make_env(np.random.default_rng([args.seed, r]))
         began = time.perf_counter()
         if spec.kind == "model-free":
-            res = LUCB(env, m, epsilon=epsilon, delta=args.delta, max_pulls=args.budget).run()
+            res = LUCB(env, m, epsilon=epsilon, delta=args.delta, max_pulls=args.budget, cs=args.cs).run()
         elif spec.kind == "pac":
             surrogate = NeuralSurrogate(world.queries, world.arm_emb, delta=args.delta,
                                         config=NeuralConfig(seed=args.seed + r))
             res = CertifiedTopM(env, surrogate, PacConfig(m=m, epsilon=epsilon, delta=args.delta,
-                                                          cold_start=args.cold_start, max_pulls=args.budget,
+                                                          cold_start=args.cold_start, max_pulls=args.budget, cs=args.cs,
                                                           seed=args.seed * 1000 + r)).run()
         else:
             if spec.kind == "linear":
@@ -260,7 +262,7 @@ def run(argv: list[str]) -> dict:
     epsilon = args.epsilon if args.epsilon is not None else (0.0 if linear else 0.1)
     noise = args.noise if args.noise is not None else (0.5 if linear else 0.1)
     env_info: dict = {"name": args.env, "simulated": True, "m": m, "epsilon": epsilon, "delta": args.delta,
-                      "noise": noise, "seed": args.seed, "runs": args.runs,
+                      "noise": noise, "cs": args.cs, "seed": args.seed, "runs": args.runs,
                       "instances": "one per run" if args.env in FAMILIES else "one for all runs"}
     world_of = worlds(args, noise, env_info)
     results, traces = [], {}

@@ -9,8 +9,23 @@ delta), and at each n the tighter of Hoeffding's and Maurer & Pontil's (2009, Th
 radius is used, each at delta_n / 2. This is a simple valid construction; the stitched boundaries of Howard
 et al. (2021) or betting confidence sequences (Waudby-Smith & Ramdas 2024) are tighter by a log factor.
 
-`BettingCS` is the tighter default for LUCB: a hedged-capital betting confidence sequence (Waudby-Smith &
-Ramdas 2024), measured here 2x narrower on Bernoulli(0.3) and 9x on a low-variance Beta after 300 draws.
+`BettingCS` is a hedged-capital betting confidence sequence (Waudby-Smith &
+Ramdas 2024) on the pull means, measured here 2x narrower than `anytime_radius` on Bernoulli(0.3) and 9x on a
+low-variance Beta after 300 draws. Both are kept as `cs` options of LUCB and dearicl-pac.
+
+`QueryBernsteinCS` is the default: it works on the per-query rewards of each pull rather than on their mean.
+Each reward is one observation in [0, 1]; the queries of one pull are independent given the arm, and every
+pull covers each validation query once, so at the end of every pull the average of the observations' means is
+exactly the arm's mean. Howard et al. (2021, Thm 4; their `confseq` ATE demo uses the same construction) show
+that S_t = sum (X_i - mu_i) with V_t = sum (X_i - Xhat_i)^2, for any predictable Xhat_i in [0, 1], is
+sub-exponential with scale c = 1: exp(lambda S_t - psi_E(lambda) V_t) is a supermartingale for lambda in [0, 1),
+psi_E(lambda) = -log(1 - lambda) - lambda. A weighted mixture over a geometric lambda grid is one too, so by
+Ville's inequality S_t stays below the level where the mixture reaches 2/delta, at all times with probability
+>= 1 - delta/2 (and the same for -S_t). Xhat is the arm's own mean on that query from its earlier pulls (or the
+query's mean over all arms before its first pull), so V_t grows with the per-query noise, not with the spread
+of the queries' means, and the range term is divided by the number of queries. Measured here on a Beta stream
+with 20 queries at delta 2.5e-4: width 0.10 after 20 pulls vs 0.53 for betting on the pull means.
+(`confseq` is not used: it ships no wheel and builds against Boost.)
 
 `LUCB` is top-m identification with such sequences (LUCB1, Kalyanakrishnan et al. 2012): each round the
 empirical top m (J) and the rest are compared through the weakest lower bound in J and the strongest
@@ -23,6 +38,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.optimize import brentq
 
 from bench.errors import BudgetExhausted, ConfigError
 
@@ -130,7 +146,80 @@ class ArmStats:
         return np.clip(self.mean - radius, 0.0, 1.0), np.clip(self.mean + radius, 0.0, 1.0)
 
 
-CONFIDENCE_SEQUENCES = ("betting", "bernstein")
+class QueryBernsteinCS:
+    """Empirical-Bernstein confidence sequence on per-query rewards (see the module docstring), per arm."""
+
+    LAMBDAS = 0.95 * 2.0 ** (-np.arange(16) / 2.0)  # the mixture's grid: optimal for V from ~1 to ~1e5
+    PSI = -np.log1p(-LAMBDAS) - LAMBDAS
+    # weights ~ 1/(j+1)^2, summing to 1: most on the large lambdas that matter after few pulls, where the
+    # threshold enters linearly; small lambdas serve large V, where it enters under a square root
+    LOG_WEIGHTS = -2.0 * np.log(np.arange(1, 17)) - np.log(np.sum(1.0 / np.arange(1, 17) ** 2))
+
+    def __init__(self, n_arms: int, delta: float):
+        self.log_threshold = math.log(2.0 / delta)  # per side
+        self.t = np.zeros(n_arms)  # observations (queries x pulls)
+        self.sum = np.zeros(n_arms)
+        self.v = np.zeros(n_arms)  # sum (X - Xhat)^2
+        self.lower, self.upper = np.zeros(n_arms), np.ones(n_arms)  # running intersection
+        self.query_sum: np.ndarray | None = None  # [arms, queries]
+        self.pulls = np.zeros(n_arms, dtype=np.int64)
+
+    def boundary(self, v: float) -> float:
+        """The smallest s at which the lambda-mixture of exp(lambda s - psi(lambda) v) reaches the threshold."""
+        def excess(s):
+            return float(np.logaddexp.reduce(self.LOG_WEIGHTS + self.LAMBDAS * s - self.PSI * v)) - self.log_threshold
+        high = 1.0
+        while excess(high) < 0:
+            high *= 2.0
+        return brentq(excess, 0.0, high) if excess(0.0) < 0 else 0.0
+
+    def add(self, arm: int, rewards: np.ndarray) -> None:
+        x = np.asarray(rewards, dtype=np.float64)
+        if self.query_sum is None:
+            self.query_sum = np.zeros((len(self.t), len(x)))
+        if self.pulls[arm]:
+            predicted = self.query_sum[arm] / self.pulls[arm]
+        elif self.pulls.any():  # the queries' means over every arm so far: still predictable
+            predicted = self.query_sum.sum(axis=0) / self.pulls.sum()
+        else:
+            predicted = np.full(len(x), 0.5)
+        self.v[arm] += float(((x - predicted) ** 2).sum())
+        self.t[arm] += len(x)
+        self.sum[arm] += float(x.sum())
+        self.query_sum[arm] += x
+        self.pulls[arm] += 1
+        radius = self.boundary(self.v[arm]) / self.t[arm]
+        mean = self.sum[arm] / self.t[arm]
+        self.lower[arm] = max(self.lower[arm], mean - radius)
+        self.upper[arm] = min(self.upper[arm], mean + radius)
+
+    def all_bounds(self, arms: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        arms = np.arange(len(self.t)) if arms is None else np.asarray(arms)
+        return self.lower[arms].copy(), self.upper[arms].copy()
+
+
+class PullMeans:
+    """Adapts a sequence on pull means (BettingCS, or ArmStats' union-bound Bernstein) to per-query rewards."""
+
+    def __init__(self, kind: str, n_arms: int, delta: float):
+        self.kind, self.delta = kind, delta
+        self.inner = BettingCS(n_arms, delta) if kind == "betting" else ArmStats(n_arms)
+
+    def add(self, arm: int, rewards: np.ndarray) -> None:
+        self.inner.add(arm, float(np.mean(rewards)))
+
+    def all_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.inner.all_bounds() if self.kind == "betting" else self.inner.bounds(self.delta)
+
+
+CONFIDENCE_SEQUENCES = ("query-bernstein", "betting", "bernstein")
+
+
+def confidence_sequence(kind: str, n_arms: int, delta: float):
+    """Per-arm sequences, each at level delta, fed the reward vector of every pull."""
+    if kind not in CONFIDENCE_SEQUENCES:
+        raise ConfigError(f"confidence sequence must be one of {', '.join(CONFIDENCE_SEQUENCES)}, got {kind!r}")
+    return QueryBernsteinCS(n_arms, delta) if kind == "query-bernstein" else PullMeans(kind, n_arms, delta)
 
 
 class OutOfPulls(Exception):
@@ -157,30 +246,25 @@ class LUCB:
     """Model-free certified top-m identification over an environment's arms (see the module docstring)."""
 
     def __init__(self, env, m: int, epsilon: float = 0.1, delta: float = 0.05, max_pulls: int | None = None,
-                 cs: str = "betting"):
-        if cs not in CONFIDENCE_SEQUENCES:
-            raise ConfigError(f"lucb: cs must be one of {', '.join(CONFIDENCE_SEQUENCES)}, got {cs!r}")
+                 cs: str = "query-bernstein"):
         if not 0 < m < env.n_arms:
             raise ConfigError(f"lucb: m must be in [1, {env.n_arms - 1}], got {m}")
         if not 0 < delta < 1 or epsilon < 0:
             raise ConfigError(f"lucb: delta must be in (0, 1) and epsilon >= 0, got {delta}, {epsilon}")
         self.env, self.m, self.epsilon, self.delta, self.max_pulls = env, m, epsilon, delta, max_pulls
         self.stats = ArmStats(env.n_arms)
-        self.betting = BettingCS(env.n_arms, delta / env.n_arms) if cs == "betting" else None
+        self.sequence = confidence_sequence(cs, env.n_arms, delta / env.n_arms)  # a union bound over the arms
         self.pulls = 0
 
     def _pull(self, arm: int) -> None:
-        value = float(np.mean(self.env.pull(arm)))
-        self.stats.add(arm, value)
-        if self.betting is not None:
-            self.betting.add(arm, value)
+        rewards = np.asarray(self.env.pull(arm), dtype=np.float64)
+        self.stats.add(arm, float(rewards.mean()))
+        self.sequence.add(arm, rewards)
         self.pulls += 1
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per-arm (lower, upper) at level delta / K each (a union bound over the arms)."""
-        if self.betting is None:
-            return self.stats.bounds(self.delta / self.env.n_arms)
-        return self.betting.all_bounds()
+        """Per-arm (lower, upper) at level delta / K each."""
+        return self.sequence.all_bounds()
 
     def run(self) -> LUCBResult:
         k = self.env.n_arms

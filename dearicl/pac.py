@@ -7,8 +7,9 @@ Every arm a has an interval [lo_a, hi_a] for its true mean:
   xi is the misspecification: the largest leave-one-out error of the head on the AUDIT arms, drawn uniformly
   at random and never shown to the network, so their errors are held out. beta uses a per-pull noise level
   from repeated pulls (an upper confidence bound on the pooled variance), and a union over the arms.
-- confidence sequence (pulled arms): a hedged-capital betting CS at delta / (2K) on the arm's pull means
-  (dearicl/confidence.py), valid for ANY rewards in [0, 1]. A pulled arm's interval is the intersection.
+- confidence sequence (pulled arms): at delta / (2K), by default the empirical-Bernstein sequence on the
+  per-query rewards (`cs`, dearicl/confidence.py), valid for ANY rewards in [0, 1] that are independent across
+  queries and pulls. A pulled arm's interval is the intersection.
 The returned set S = the m arms with the highest interval midpoints. It stops when
 min_{a in S} lo_a >= max_{b not in S} hi_b - epsilon. Then, if every interval holds, every arm of S is within
 epsilon of the true m-th best (dearicl/README.md gives the argument). The confidence sequences hold with
@@ -28,7 +29,8 @@ import numpy as np
 from scipy.stats import chi2
 
 from bench.errors import BudgetExhausted, ConfigError
-from dearicl.confidence import ArmStats, BettingCS, OutOfPulls, trace_coverage, truth_fields
+from dearicl.confidence import (CONFIDENCE_SEQUENCES, ArmStats, OutOfPulls, confidence_sequence, trace_coverage,
+                                truth_fields)
 
 
 @dataclass
@@ -43,6 +45,7 @@ class PacConfig:
     feature_dim: int = 4  # SVD directions of the network features used by the linear head
     refresh_every: int = 10  # pulls between network retrainings (or 10% of the pulls so far, if more)
     ridge: float = 1.0
+    cs: str = "query-bernstein"  # the assumption-free sequence on pulled arms (dearicl/confidence.py)
     max_pulls: int | None = None
     max_rounds: int = 100_000
     seed: int = 0
@@ -53,6 +56,8 @@ class PacConfig:
                               f"{self.epsilon}")
         if self.audits_at_start < 2 or not 0 <= self.audit_share < 1:
             raise ConfigError("dearicl-pac: audits_at_start must be >= 2 and audit_share in [0, 1)")
+        if self.cs not in CONFIDENCE_SEQUENCES:
+            raise ConfigError(f"dearicl-pac: cs must be one of {', '.join(CONFIDENCE_SEQUENCES)}, got {self.cs!r}")
 
 
 @dataclass
@@ -75,7 +80,7 @@ class CertifiedTopM:
         self.env, self.s, self.cfg, self.k = env, surrogate, config, k
         self.rng = np.random.default_rng(config.seed)
         self.stats = ArmStats(k)
-        self.cs = BettingCS(k, config.delta / (2 * k))
+        self.cs = confidence_sequence(config.cs, k, config.delta / (2 * k))
         self.audits: list[int] = []
         self.pulls, self.since_refresh = 0, 0
         self.n_queries = None
@@ -89,7 +94,7 @@ class CertifiedTopM:
         self.n_queries = len(rewards)
         value = float(rewards.mean())
         self.stats.add(arm, value)
-        self.cs.add(arm, value)
+        self.cs.add(arm, rewards)
         if arm not in self.audits:  # audit arms stay out of the network's training data
             self.s.observe(arm, rewards)
         self.pulls += 1

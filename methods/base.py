@@ -1,9 +1,13 @@
 """The Selector contract (fit on a pool, select per query) and the registry of selectors."""
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.util
 import inspect
 import random
+import sys
+from pathlib import Path
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -123,11 +127,46 @@ def load_entry_points() -> list[str]:
 
 
 def load_plugin(module: str) -> None:
-    """``--plugin some.module``: import a user's module whose @register calls add selectors."""
+    """``--plugin some.module`` (importable, or from the current folder) or ``--plugin path/to/file.py``:
+    import a user's module whose @register calls add selectors."""
+    path = Path(module)
+    if module.endswith(".py") or path.is_file():
+        if not path.is_file():
+            raise ConfigError(f"plugin file not found: {module}")
+        name = f"bench_plugin_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}"
+        if name in sys.modules:
+            return
+        spec = importlib.util.spec_from_file_location(name, path)
+        loaded = importlib.util.module_from_spec(spec)
+        sys.modules[name] = loaded
+        try:
+            spec.loader.exec_module(loaded)
+        except Exception as exc:
+            del sys.modules[name]
+            raise ConfigError(f"plugin file '{module}' failed to load: {type(exc).__name__}: {exc}") from None
+        return
+    if "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))  # `icl-bench --plugin mymod` finds ./mymod.py, as `python -m` would
     try:
         importlib.import_module(module)
     except ImportError as exc:
         raise ConfigError(f"plugin module '{module}' could not be imported: {exc}") from None
+
+
+def code_version(cls: type) -> str:
+    """A hash of the source files of a selector class and its bases (plugin files included): a saved
+    selection made by other code is not replayed."""
+    digest = hashlib.sha256()
+    for klass in cls.__mro__:
+        if klass is object:
+            continue
+        try:
+            source = inspect.getsourcefile(klass)
+        except TypeError:  # a built-in class
+            continue
+        if source and Path(source).is_file():
+            digest.update(Path(source).read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def available() -> dict[str, type[Selector]]:

@@ -10,6 +10,7 @@ from reports.exemplars import exemplar_table
 from reports import tables
 from reports.plots import convergence_plot, selection_runtime_chart
 from reports.results import load_results
+from reports.stats import holm
 
 SMOKE_NOTE = ("Runs with the embedded Gemma 3 270M model are smoke-scale: real, computed end to end, "
               "but not comparable with the paper's numbers (Llama 3.2 3B and larger).")
@@ -36,8 +37,9 @@ def render(out: Path, baseline: str | None = None, prices: PriceTable | None = N
         md += [f"> {SMOKE_NOTE}", ""]
     md += ["## Accuracy", "",
            f"Scores ×100. {tables.DAGGER}: better than `{base}` in a paired t-test (scipy `ttest_rel`, two-sided, "
-           f"p < 0.05); {tables.WORSE}: worse at the same level; *: the selector hit `--llm-budget` and used what "
-           "it had.", "", tables.accuracy_table(runs, tests), ""]
+           f"p < 0.05); {tables.HOLM_BETTER}: better, and it survives Holm's correction over the methods compared "
+           f"with `{base}` on that task; {tables.WORSE} / {tables.HOLM_WORSE}: worse, likewise; *: the selector hit "
+           "`--llm-budget` and used what it had.", "", tables.accuracy_table(runs, tests), ""]
     ablation = tables.data_ablation_table(runs, tests)
     if ablation:
         md += ["## Data ablation", "", "LTR selectors trained on their own pulls (sampled arms + heuristic negatives) "
@@ -59,12 +61,23 @@ def render(out: Path, baseline: str | None = None, prices: PriceTable | None = N
            tables.time_table(runs), "", "## Selection time", "", tables.selection_time_table(runs), "",
            "![selection runtime](selection_runtime.png)", ""]
     if tests:
-        md += ["## Paired t-tests", "", f"Against `{base}`:", ""]
-        rows = [[m, t, tt.n, f"{100 * tt.mean_diff:+.2f}", f"{tt.t:.3f}", f"{tt.p:.4f}"]
-                for (m, t), tt in sorted(tests.items())]
+        md += ["## Paired tests", "", f"Against `{base}`: paired t-test p, Holm-adjusted over the methods of each "
+               "task; for exact-match tasks also the exact McNemar test on the items where exactly one of the two "
+               "is right (Holm-adjusted likewise).", ""]
+        mcnemar_holm = {}
+        for task in {t for _, t in tests}:
+            mcnemar_holm.update(holm({k: tt.mcnemar_p for k, tt in tests.items() if k[1] == task
+                                      and tt.mcnemar_p is not None}))
+
+        def fmt_p(p):
+            return "n/a" if p is None or p != p else f"{p:.4f}"
+
+        rows = [[m, t, tt.n, f"{100 * tt.mean_diff:+.2f}", f"{tt.t:.3f}", fmt_p(tt.p), fmt_p(tt.p_holm),
+                 fmt_p(tt.mcnemar_p), fmt_p(mcnemar_holm.get((m, t)))] for (m, t), tt in sorted(tests.items())]
         from tabulate import tabulate
 
-        md += [tabulate(rows, headers=["Method", "Task", "n", "Δ×100", "t", "p"], tablefmt="github"), ""]
+        md += [tabulate(rows, headers=["Method", "Task", "n", "Δ×100", "t", "p", "p (Holm)", "McNemar p",
+                                       "McNemar p (Holm)"], tablefmt="github", disable_numparse=True), ""]
     if exemplars:
         (a, b), table, found = exemplar_table(records, exemplars, exemplar_methods)
         md += ["## Exemplars", "", f"Test items where `{a}` and `{b}` disagree in correctness ({found} in all; "
@@ -204,6 +217,7 @@ def merged_report(dirs: list[Path], baseline: str | None = None) -> str:
     lines = ["# Merged report", "", f"Runs: {', '.join(f'`{d}`' for d in dirs)}. One column group per run "
              f"(inference LLM); selection LLM(s): {', '.join(f'`{s}`' for s in sorted(selection) if s)}.", "",
              f"Scores ×100; {tables.DAGGER} / {tables.WORSE}: paired t-test against each run's baseline "
-             f"({', '.join(sorted({b for _, _, b in groups if b}))}), p < 0.05.", "",
+             f"({', '.join(sorted({b for _, _, b in groups if b}))}), p < 0.05; {tables.HOLM_BETTER} / "
+             f"{tables.HOLM_WORSE}: the same after Holm's correction over the methods of the task.", "",
              tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True), ""]
     return "\n".join(lines)

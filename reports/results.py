@@ -1,6 +1,8 @@
-"""results.json: one summary row per (method, task), built from records, fits and calls."""
+"""results.json: one summary row per (method, task), built from records, fits and calls; results.csv: the
+same in long format (one row per method x task x metric)."""
 from __future__ import annotations
 
+import csv
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -11,9 +13,12 @@ from bench.llm.calllog import read_calls
 from bench.records import read_fits, read_records
 from bench.tasks import TASKS
 from reports.costs import token_totals
+from reports.stats import bootstrap_ci
 
 
-def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = "", selection_llm: str = "") -> dict:
+def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = "", selection_llm: str = "",
+                  meta: dict | None = None) -> dict:
+    """`meta` (command, options, versions, times) is kept as given."""
     out = Path(out)
     records = read_records(out / "records.jsonl")
     fits = read_fits(out / "fits.jsonl")
@@ -46,13 +51,16 @@ def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = ""
             requested = (fit.selection_calls if fit else 0) + sum(
                 r.select_info.get("llm_calls_requested", 0) for r in recs)
             extra_keys = sorted({k for r in recs for k in r.extra})
+            ci_low, ci_high = bootstrap_ci([r.score for r in recs])
             runs.append({
                 "method": method,
                 "task": task,
                 "level": fit.level if fit else "",
                 "group": (fit.group or fit.level) if fit else "",
                 "metric": TASKS[task].metric_name if task in TASKS else "",
+                "metric_label": metric_label(task),
                 "score": float(np.mean([r.score for r in recs])),
+                "ci_low": ci_low, "ci_high": ci_high,  # 95%, bootstrap over items
                 "n": len(recs),
                 # the call log is the truth (instance-level bandits also call the LLM inside select())
                 "llm_calls": {"selection": len(distinct[(method, task, "selection")]) if distinct
@@ -69,11 +77,13 @@ def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = ""
                 "budget_exhausted": bool(fit and fit.budget_exhausted),
                 "selection_reused_from": fit.reused_from if fit else "",
                 "extra": {k: float(np.mean([r.extra[k] for r in recs if k in r.extra])) for k in extra_keys},
+                "extra_ci": {k: list(bootstrap_ci([r.extra[k] for r in recs if k in r.extra])) for k in extra_keys},
                 "warnings": list(fit.warnings) if fit else [],
                 "error": None,
             })
     langs = sorted({TASKS[t].lang for t in {r["task"] for r in runs} if t in TASKS})
     return {
+        "meta": meta or {},
         "runs": runs,
         "llm": llm,
         "selection_llm": selection_llm or llm,
@@ -83,23 +93,54 @@ def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = ""
     }
 
 
+def metric_label(task: str) -> str:
+    cls = TASKS.get(task)
+    return (cls.metric_label or cls.metric_name) if cls else ""
+
+
 def failed_row(fit, task: str, selection_calls: int) -> dict:
     """A (method, task) whose fit failed: no score, the reason in `error`."""
     return {"method": fit.method, "task": task, "level": fit.level, "group": fit.group or fit.level,
-            "metric": TASKS[task].metric_name if task in TASKS else "", "score": None, "n": 0,
+            "metric": TASKS[task].metric_name if task in TASKS else "", "metric_label": metric_label(task),
+            "score": None, "ci_low": None,
+            "ci_high": None, "n": 0,
             "llm_calls": {"selection": selection_calls, "inference": 0},
             "llm_calls_uncached": {"selection": 0, "inference": 0}, "tokens": {},
             "selection_seconds": fit.selection_seconds, "inference_seconds_per_query": None,
             "budget": fit.budget, "budget_exhausted": fit.budget_exhausted,
-            "selection_reused_from": "", "extra": {}, "warnings": list(fit.warnings), "error": fit.error}
+            "selection_reused_from": "", "extra": {}, "extra_ci": {}, "warnings": list(fit.warnings),
+            "error": fit.error}
 
 
 def failed_runs(results: dict) -> list[dict]:
     return [r for r in results.get("runs", []) if r.get("error")]
 
 
+CSV_COLUMNS = ("method", "task", "metric", "score", "ci_low", "ci_high", "n", "selection_calls", "inference_calls",
+               "selection_seconds", "error")
+
+
+def long_rows(results: dict) -> list[dict]:
+    """One row per method x task x metric: the task's metric, then every extra metric (e.g. chrF)."""
+    rows = []
+    for run in results.get("runs", []):
+        common = {"method": run["method"], "task": run["task"], "n": run["n"],
+                  "selection_calls": run["llm_calls"]["selection"], "inference_calls": run["llm_calls"]["inference"],
+                  "selection_seconds": run["selection_seconds"], "error": run.get("error") or ""}
+        rows.append({**common, "metric": run["metric"], "score": run["score"], "ci_low": run.get("ci_low"),
+                     "ci_high": run.get("ci_high")})
+        for name, value in run.get("extra", {}).items():
+            low, high = run.get("extra_ci", {}).get(name, (None, None))
+            rows.append({**common, "metric": name, "score": value, "ci_low": low, "ci_high": high})
+    return rows
+
+
 def write_results(out: Path, results: dict) -> None:
     (Path(out) / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
+    with open(Path(out) / "results.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows({k: ("" if row[k] is None else row[k]) for k in CSV_COLUMNS} for row in long_rows(results))
 
 
 def load_results(path: Path) -> dict:

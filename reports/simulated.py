@@ -27,7 +27,8 @@ def by_family(paths: list[Path]) -> tuple[dict[str, list[dict]], dict[str, dict]
     for path in paths:
         data = json.loads(Path(path).read_text())
         family = data["env"]["name"]
-        envs.setdefault(family, data["env"])
+        env = envs.setdefault(family, dict(data["env"]))
+        env["cs"] = env.get("cs") or data["env"].get("cs")  # only the certified methods' files carry it
         results.setdefault(family, []).extend(data["results"])
     return results, envs
 
@@ -48,7 +49,8 @@ def study_markdown(results: dict[str, list[dict]], envs: dict[str, dict]) -> str
         env = envs[family]
         lines += [f"## {family} (SIMULATED)", "",
                   f"m = {env['m']}, epsilon = {env['epsilon']}, delta = {env['delta']}, noise = {env['noise']}, "
-                  f"arms = {env.get('n_arms')}, validation queries = {env.get('n_val')}, seed = {env['seed']}", "",
+                  f"arms = {env.get('n_arms')}, validation queries = {env.get('n_val')}, seed = {env['seed']}"
+                  + (f", confidence sequence (lucb, dearicl-pac) = {env['cs']}" if env.get("cs") else ""), "",
                   family_table(rows), ""]
     return "\n".join(lines)
 

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 from tabulate import tabulate
 
 from bench.records import ItemRecord
-from reports.stats import PairedTTest
+from reports.stats import PairedTTest, holm
 
-DAGGER, WORSE = "†", "↓"
+DAGGER, WORSE = "†", "↓"  # paired t-test, p < 0.05
+HOLM_BETTER, HOLM_WORSE = "‡", "⇓"  # the same, and it survives Holm's correction over the methods on the task
 
 
 def _grid(runs: list[dict]) -> tuple[list[str], list[str], dict]:
@@ -36,6 +38,10 @@ def significance(records: list[ItemRecord], baseline: str) -> dict[tuple[str, st
     for (method, task), scores in per.items():
         if method != baseline and (baseline, task) in per:
             tests[(method, task)] = PairedTTest.of(scores, per[(baseline, task)])
+    for task in {t for _, t in tests}:  # one family per task: every method compared with the baseline there
+        family = {key: test.p for key, test in tests.items() if key[1] == task}
+        for key, p_holm in holm(family).items():
+            tests[key] = replace(tests[key], p_holm=p_holm)
     return tests
 
 
@@ -51,8 +57,12 @@ def score_cell(run: dict | None, test, fmt: str) -> str:
     if run.get("score") is None:
         return "failed"  # the report's "Failed fits" section gives the reason
     mark = ""
-    if test is not None and test.better():
+    if test is not None and test.better(corrected=True):
+        mark = HOLM_BETTER if fmt == "github" else r"$^\ddagger$"
+    elif test is not None and test.better():
         mark = DAGGER if fmt == "github" else r"$^\dagger$"
+    elif test is not None and test.worse(corrected=True):
+        mark = HOLM_WORSE if fmt == "github" else r"$^\Downarrow$"
     elif test is not None and test.worse():
         mark = WORSE if fmt == "github" else r"$^\downarrow$"
     budget = "*" if run.get("budget_exhausted") else ""
@@ -106,8 +116,10 @@ def data_ablation_table(runs: list[dict], tests: dict, fmt: str = "github") -> s
 
 
 def _task_header(task: str, runs: list[dict]) -> str:
-    metric = next((r["metric"] for r in runs if r["task"] == task), "")
-    return f"{task} ({'EM' if metric == 'exact_match' else 'BERTScore F1'})"
+    row = next((r for r in runs if r["task"] == task), {})
+    label = row.get("metric_label") or {"exact_match": "EM", "bertscore_f1": "BERTScore F1"}.get(
+        row.get("metric", ""), row.get("metric", ""))  # results.json written before metric_label existed
+    return f"{task} ({label})"
 
 
 def extra_table(runs: list[dict], fmt: str = "github") -> str | None:

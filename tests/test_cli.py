@@ -19,7 +19,7 @@ def bench(*args, cwd=ROOT, timeout=300, env=None):
 
 def assert_one_line_error(proc, pattern):
     assert proc.returncode == 2, proc.stderr
-    err = [l for l in proc.stderr.splitlines() if l.strip()]
+    err = [l for l in proc.stderr.splitlines() if l.strip() and " [bench] " not in l]  # minus the phase log
     assert "Traceback" not in proc.stderr
     assert len(err) == 1 and err[0].startswith("error: "), proc.stderr
     assert pattern in err[0], err[0]
@@ -48,6 +48,7 @@ def test_missing_data_folder(tmp_path):
                  "--out", str(tmp_path / "r"), "--backend", "openai", "--llm", "x",
                  "--api-base", f"http://127.0.0.1:{closed_port()}/v1")
     assert_one_line_error(proc, f"data folder for task 'gsm8k' not found: {tmp_path / 'nowhere'}")
+    assert not (tmp_path / "r").exists()  # validated before anything is written: the corrected rerun is not refused
 
 
 def test_malformed_row_reports_file_and_line(tmp_path):
@@ -87,3 +88,35 @@ def test_list_shows_methods_tasks_and_aliases():
 
 def test_report_on_missing_folder(tmp_path):
     assert_one_line_error(bench("report", str(tmp_path / "none")), "no run folder at")
+
+
+def test_bare_call_prints_the_subcommands_and_runs_nothing(tmp_path, capsys, monkeypatch):
+    from bench.cli import SUBCOMMANDS, main
+
+    monkeypatch.chdir(tmp_path)
+    assert main([]) == 0
+    text = capsys.readouterr().out
+    for name in SUBCOMMANDS:
+        assert f"\n  {name:<10} " in text
+    assert main(["--help"]) == 0 and "subcommands:" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []  # no runs/ folder: nothing started
+
+
+def test_version_names_the_package_and_commit(capsys):
+    from bench.cli import main
+
+    assert main(["--version"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("icl-select-bench ") and "0.1.0" in line
+
+
+def test_subcommand_help_shows_defaults_and_n_test_takes_all(capsys):
+    from bench.cli import _count_or_all, main, run_parser
+
+    with pytest.raises(SystemExit):
+        main(["compare", "--help"])
+    assert "(default: 0.0)" in capsys.readouterr().out
+    help_text = run_parser().format_help()
+    assert "demonstrations per prompt (default: 5)" in help_text
+    assert _count_or_all("all") is None and _count_or_all("7") == 7
+    assert run_parser().parse_args(["--n-test", "all"]).n_test is None

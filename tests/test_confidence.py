@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from bench.errors import BudgetExhausted, ConfigError
-from dearicl.confidence import (LUCB, ArmStats, BettingCS, anytime_radius, empirical_bernstein_radius,
-                               hoeffding_radius)
+from dearicl.confidence import (LUCB, ArmStats, BettingCS, QueryBernsteinCS, anytime_radius,
+                               empirical_bernstein_radius, hoeffding_radius)
 
 
 def test_radius_values_by_hand():
@@ -101,13 +101,48 @@ def test_betting_sequence_is_anytime_valid_and_tighter(kind):
     assert (high - low) / 2 < (0.7 if kind == "bernoulli" else 0.3) * stats.radius(0, delta)
 
 
-def test_lucb_with_either_sequence_certifies_and_betting_needs_fewer_pulls():
+def test_lucb_with_every_sequence_certifies_and_query_bernstein_needs_fewest_pulls():
     means = [0.7, 0.65, 0.6, 0.45, 0.4, 0.35]
     pulls = {}
-    for cs in ("betting", "bernstein"):
+    for cs in ("query-bernstein", "betting", "bernstein"):
         res = LUCB(MeansEnv(means, np.random.default_rng(3)), m=3, epsilon=0.05, delta=0.05, cs=cs).run()
         assert res.stopped_by == "certified" and set(res.top_m) == {0, 1, 2}
         pulls[cs] = res.pulls
-    assert pulls["betting"] < pulls["bernstein"]
-    with pytest.raises(ConfigError):
+    assert pulls["query-bernstein"] < pulls["betting"] < pulls["bernstein"]
+    with pytest.raises(ConfigError, match="confidence sequence must be one of"):
         LUCB(MeansEnv(means, np.random.default_rng(3)), m=3, cs="hoeffding")
+
+
+@pytest.mark.parametrize("kind", ["bernoulli", "beta"])
+def test_query_bernstein_sequence_is_anytime_valid_with_unequal_query_means(kind):
+    """Each pull gives 20 per-query rewards whose means differ; the sequence targets their average."""
+    rng = np.random.default_rng(2)
+    streams, pulls, delta = 300, 60, 0.1
+    missed = 0
+    for _ in range(streams):
+        p = rng.uniform(0.05, 0.95, 20)
+        cs = QueryBernsteinCS(2, delta)
+        for _ in range(pulls):
+            x = (rng.random(20) < p).astype(float) if kind == "bernoulli" else rng.beta(24 * p, 24 * (1 - p))
+            cs.add(0, x)
+            low, high = cs.all_bounds([0])
+            if not low[0] <= p.mean() <= high[0]:
+                missed += 1
+                break
+    assert missed / streams <= delta + 3 * np.sqrt(delta * (1 - delta) / streams)
+    low, high = cs.all_bounds()
+    assert (low[1], high[1]) == (0.0, 1.0)  # never pulled: uninformative
+
+
+def test_query_bernstein_is_far_narrower_than_betting_on_pull_means():
+    rng = np.random.default_rng(1)
+    p = rng.uniform(0.2, 0.9, 20)
+    query_cs, betting = QueryBernsteinCS(1, 2.5e-4), BettingCS(1, 2.5e-4)
+    for _ in range(20):
+        x = rng.beta(24 * p, 24 * (1 - p))
+        query_cs.add(0, x)
+        betting.add(0, float(x.mean()))
+    low, high = query_cs.all_bounds()
+    b_low, b_high = betting.bounds(0)
+    assert low[0] <= p.mean() <= high[0]
+    assert high[0] - low[0] < 0.12 and high[0] - low[0] < 0.3 * (b_high - b_low)

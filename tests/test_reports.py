@@ -58,9 +58,44 @@ def test_report_daggers_against_baseline(tmp_path):
     md = (tmp_path / "report.md").read_text()
     accuracy = md.split("## Accuracy")[1].split("##")[0]
     row = {line.split("|")[1].strip(): line for line in accuracy.splitlines() if line.startswith("| ")}
-    assert "†" in row["good"] and "†" not in row["same"] and "↓" in row["bad"]
+    # far apart: the marks survive Holm's correction over the three methods
+    assert "‡" in row["good"] and "†" not in row["same"] and "‡" not in row["same"] and "⇓" in row["bad"]
     assert (tmp_path / "selection_runtime.png").stat().st_size > 1000
-    assert r"$^\dagger$" in (tmp_path / "report.tex").read_text()
+    assert r"$^\ddagger$" in (tmp_path / "report.tex").read_text()
+    assert "p (Holm)" in md and "McNemar p" in md
+
+
+def test_holm_and_mcnemar_by_hand():
+    from reports.stats import holm, mcnemar_exact
+
+    adjusted = holm({"a": 0.01, "b": 0.04, "c": 0.03, "d": float("nan")})
+    # sorted 0.01, 0.03, 0.04 -> 3 * 0.01, max(0.03, 2 * 0.03), max(0.06, 1 * 0.04)
+    assert adjusted["a"] == pytest.approx(0.03) and adjusted["c"] == pytest.approx(0.06)
+    assert adjusted["b"] == pytest.approx(0.06) and math.isnan(adjusted["d"])
+    a = np.array([1, 1, 1, 1, 1, 1, 0, 1, 1, 0], dtype=float)
+    b = np.array([0, 0, 0, 0, 0, 0, 0, 1, 1, 1], dtype=float)
+    # 6 items only a got right, 1 only b: two-sided binomial p = 2 * P(X <= 1 | 7, 1/2) = 16 / 128
+    assert mcnemar_exact(a, b) == pytest.approx(16 / 128)
+    assert mcnemar_exact(a, a) == 1.0 and mcnemar_exact(a * 0.5, b) is None
+
+
+def test_a_mark_that_does_not_survive_holm_stays_a_dagger(tmp_path):
+    rng = np.random.default_rng(3)
+    base = rng.uniform(0.3, 0.5, 40)
+    noise = rng.normal(0, 0.1, 40)
+    weak = base + noise - noise.mean() + 0.035  # p just under 0.05 alone
+    scores = {"zero-shot": base, "weak": weak}
+    scores.update({f"null{i}": base + rng.normal(0, 0.1, 40) for i in range(4)})
+    _make_run(tmp_path, scores)
+    write_report(tmp_path, baseline="zero-shot")
+    md = (tmp_path / "report.md").read_text()
+    accuracy = md.split("## Accuracy")[1].split("##")[0]
+    row = next(line for line in accuracy.splitlines() if line.startswith("| weak "))
+    tests_table = md.split("## Paired tests")[1]
+    weak = next(line for line in tests_table.splitlines() if line.startswith("| weak "))
+    p, p_holm = (float(c) for c in weak.split("|")[6:8])
+    assert p < 0.05 < p_holm  # significant alone, not after the correction over five methods
+    assert "†" in row and "‡" not in row
 
 
 def test_report_groups_rows_like_the_paper_and_shows_the_data_ablation(tmp_path):

@@ -46,6 +46,7 @@ def test_custom_reward_module(tmp_path, data_dir):
     assert code == 0
     data = json.loads(out.read_text())
     assert data["env"]["name"] == "custom" and data["env"]["simulated"]
+    assert data["env"]["cs"] == "query-bernstein"  # the default sequence of lucb and dearicl-pac, recorded
     for res in data["results"]:
         assert all(p <= 12 for p in res["pulls"]) and 0.0 <= res["error_rate"] <= 1.0
         assert res["mean_simple_regret"] >= -1e-9
@@ -65,6 +66,12 @@ def test_simulate_bad_input(tmp_path, capsys, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)
     assert main(["simulate", *args, "--no-progress"]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_simulate_unknown_confidence_sequence_exits_2(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["simulate", "--env", "nonlinear", "--cs", "hoeffding", "--no-progress"])
+    assert exit_info.value.code == 2 and "invalid choice: 'hoeffding'" in capsys.readouterr().err
 
 
 def test_mismatched_theta(tmp_path, capsys):

@@ -28,7 +28,7 @@ def backends(monkeypatch):
 def run(tmp_path, data_dir, out, llm, **kw):
     cfg = make_config(tmp_path, data_dir, methods=METHODS, tasks=["gsm8k"], n_test=3, n_val=3, pool_size=40,
                       method_params=SMALL, out=tmp_path / out, llm=LLMSpec(name=llm, backend="hf"),
-                      selection_llm=LLMSpec(name="selector", backend="hf"), **kw)
+                      selection_llm=LLMSpec(name="selector", backend="hf"), selections=tmp_path / "store", **kw)
     return Runner(cfg).run()
 
 

@@ -37,6 +37,7 @@ def extract_letter(output: str) -> str:
 class AquaRat(Task):
     name = "aquarat"
     metric_name = "exact_match"
+    metric_label = "EM"
     spec = SplitSpec(folder="aqua_rat", pool="train_subset_dqlore_1000.json", validation="dev.json", test="test.json")
     instruction = MATH_INSTRUCTION
 

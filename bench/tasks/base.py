@@ -86,6 +86,7 @@ class Task(ABC):
 
     name: str
     metric_name: str
+    metric_label: str = ""  # how tables name the metric (e.g. "EM"); default: metric_name
     spec: SplitSpec
     instruction: str
     lang: str = "en"  # language of gold outputs, for BERTScore

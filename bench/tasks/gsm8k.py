@@ -39,6 +39,7 @@ def _canonical(raw: str) -> str:
 class GSM8K(Task):
     name = "gsm8k"
     metric_name = "exact_match"
+    metric_label = "EM"
     spec = SplitSpec(folder="gsm8k", pool="train.jsonl", validation=None, test="test.jsonl")
     instruction = MATH_INSTRUCTION
 

@@ -16,6 +16,7 @@ WMT_INSTRUCTION = (
 class WMT19(Task):
     name = "wmt19"
     metric_name = "bertscore_f1"
+    metric_label = "BERTScore F1"
     spec = SplitSpec(folder="wmt19_en_zh", pool="train_pool.jsonl", validation="dev.jsonl", test="test.jsonl")
     instruction = WMT_INSTRUCTION
     lang = "zh"

@@ -1,0 +1,247 @@
+"""What a user sees and reuses: phase logs and run.log, where saved selections live, and when they replay."""
+import sys
+
+import pytest
+
+import bench.runner as runner_mod
+import methods.base as base
+from bench.errors import ConfigError
+from bench.log import configure
+from bench.runner import Runner
+from fakes import FakeBackend
+from test_runner import make_config
+
+PLUGIN = '''
+from methods import Selector, register
+
+
+@register("{name}")
+class FirstK(Selector):
+    """The first k pool items{comment}."""
+
+    def fit(self, ctx):
+        ctx.oracle.pull(ctx.pool[: self.k], ctx.validation[:1])  # one selection call, so a replay is visible
+        self.demos_ = ctx.pool[: self.k]
+        return self
+
+    def select(self, query):
+        return list(self.demos_)
+'''
+
+
+@pytest.fixture
+def fake_backend(monkeypatch):
+    monkeypatch.setattr(runner_mod, "make_backend", lambda spec: FakeBackend())
+
+
+@pytest.fixture
+def plugin(tmp_path):
+    def write(comment="", name="first-k-test"):
+        path = tmp_path / "plugins" / "first_k.py"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(PLUGIN.format(name=name, comment=comment))
+        return path
+
+    yield write
+    base.SELECTORS.pop("first-k-test", None)
+    for module in [m for m in sys.modules if m.startswith("bench_plugin_")]:
+        sys.modules.pop(module)
+
+
+def run(tmp_path, data_dir, folder, plugins, **kw):
+    cfg = make_config(tmp_path, data_dir, methods=["first-k-test"], tasks=["gsm8k"], n_test=3,
+                      out=tmp_path / folder, plugins=plugins, **kw)
+    return Runner(cfg).run()
+
+
+def test_plugin_file_path_registers_and_a_missing_one_is_one_line(tmp_path, plugin):
+    path = plugin()
+    base.load_plugin(str(path))
+    assert "first-k-test" in base.available()
+    with pytest.raises(ConfigError, match="plugin file not found: nowhere/x.py"):
+        base.load_plugin("nowhere/x.py")
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise RuntimeError('boom')\n")
+    with pytest.raises(ConfigError, match="failed to load: RuntimeError: boom"):
+        base.load_plugin(str(broken))
+
+
+def test_store_lives_in_the_run_folder_unless_shared(tmp_path, data_dir, fake_backend, plugin):
+    path = str(plugin())
+    first = run(tmp_path, data_dir, "a", [path])
+    assert (tmp_path / "a" / "selections").is_dir()
+    assert first["runs"][0]["llm_calls"]["selection"] == 1
+    # a sibling run without --selections does not see run a's store: it fits
+    second = run(tmp_path, data_dir, "b", [path])
+    assert second["runs"][0]["llm_calls"]["selection"] == 1 and not second["runs"][0]["selection_reused_from"]
+    # a shared store replays
+    shared = tmp_path / "shared"
+    run(tmp_path, data_dir, "c", [path], selections=shared)
+    replayed = run(tmp_path, data_dir, "d", [path], selections=shared)
+    assert replayed["runs"][0]["llm_calls"]["selection"] == 0
+    assert replayed["runs"][0]["selection_reused_from"] == str(shared)
+
+
+def test_changed_selector_code_is_fitted_again(tmp_path, data_dir, fake_backend, plugin):
+    shared = tmp_path / "shared"
+    path = str(plugin())
+    run(tmp_path, data_dir, "a", [path], selections=shared)
+    for module in [m for m in sys.modules if m.startswith("bench_plugin_")]:
+        sys.modules.pop(module)
+    base.SELECTORS.pop("first-k-test")
+    plugin(comment=", edited")  # the same selector, its source changed by one comment
+    again = run(tmp_path, data_dir, "b", [path], selections=shared)
+    assert again["runs"][0]["llm_calls"]["selection"] == 1 and not again["runs"][0]["selection_reused_from"]
+
+
+def test_phases_are_logged_to_the_console_and_run_log(tmp_path, data_dir, fake_backend, capsys):
+    configure(0)
+    Runner(make_config(tmp_path, data_dir, methods=["zero-shot", "knn"], tasks=["gsm8k"], n_test=3,
+                       llm_budget=7)).run()
+    err = capsys.readouterr().err
+    log = (tmp_path / "run" / "run.log").read_text()
+    for line in ("LLM fake", "task gsm8k: 60 pool, 4 validation, 3 test items",
+                 "fit knn on gsm8k (budget 7 selection calls)", "fit knn on gsm8k: 0 selection calls of 7",
+                 "inference knn on gsm8k: 3 items"):
+        assert line in err and line in log, line
+    assert "[bench]" in err
+    configure(-1)  # -q: warnings only on the console; run.log still gets everything
+    Runner(make_config(tmp_path / "q", data_dir, methods=["zero-shot"], tasks=["gsm8k"], n_test=3)).run()
+    assert "[bench]" not in capsys.readouterr().err
+    assert "inference zero-shot on gsm8k: 3 items" in (tmp_path / "q" / "run" / "run.log").read_text()
+    configure(0)
+
+
+def test_results_carry_meta_confidence_intervals_and_a_long_csv(tmp_path, data_dir, fake_backend):
+    import csv
+
+    cfg = make_config(tmp_path, data_dir, methods=["zero-shot", "knn"], tasks=["gsm8k", "wmt19"], n_test=6,
+                      command="python -m bench run --methods zero-shot,knn", options={"n_test": 6})
+    results = Runner(cfg).run()
+    meta = results["meta"]
+    assert meta["command"] == "python -m bench run --methods zero-shot,knn" and meta["options"] == {"n_test": 6}
+    assert meta["python"] and "numpy" in meta["libraries"] and meta["started"] <= meta["finished"]
+    assert meta["package"] == "0.1.0"
+    for run in results["runs"]:
+        assert run["n"] == 6 and run["ci_low"] <= run["score"] <= run["ci_high"]
+    wmt = next(r for r in results["runs"] if r["task"] == "wmt19" and r["method"] == "knn")
+    assert set(wmt["extra_ci"]) == set(wmt["extra"]) and wmt["extra"]  # chrF etc. get intervals too
+    with open(tmp_path / "run" / "results.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == sum(1 + len(r["extra"]) for r in results["runs"])
+    knn = next(r for r in rows if r["method"] == "knn" and r["task"] == "gsm8k")
+    gsm = next(r for r in results["runs"] if r["method"] == "knn" and r["task"] == "gsm8k")
+    assert knn["metric"] == "exact_match" and float(knn["score"]) == pytest.approx(gsm["score"])
+    assert float(knn["ci_high"]) == pytest.approx(gsm["ci_high"]) and knn["n"] == "6"
+    assert knn["inference_calls"] == str(gsm["llm_calls"]["inference"])
+
+
+def test_bootstrap_interval_contains_the_mean_and_narrows_with_n():
+    import numpy as np
+
+    from reports.stats import bootstrap_ci
+
+    rng = np.random.default_rng(0)
+    small, large = rng.random(20), rng.random(2000)
+    low_s, high_s = bootstrap_ci(small)
+    low_l, high_l = bootstrap_ci(large)
+    assert low_s < small.mean() < high_s and low_l < large.mean() < high_l
+    assert (high_l - low_l) < 0.2 * (high_s - low_s)
+    assert bootstrap_ci([1.0]) == (None, None) and bootstrap_ci([1, 1, 1]) == (1.0, 1.0)
+
+
+TASK_PLUGIN = '''
+from bench.tasks import register_task
+from bench.tasks.gsm8k import GSM8K
+
+
+@register_task("gsm8k-accuracy")
+class GSM8KAccuracy(GSM8K):
+    """GSM8K under another name and metric label: a task added from a plugin file."""
+
+    metric_label = "Accuracy"
+'''
+
+
+def test_a_plugin_task_registers_and_names_its_metric(tmp_path, data_dir, fake_backend):
+    from bench.tasks import TASKS
+    from reports.render import write_report
+
+    path = tmp_path / "my_task.py"
+    path.write_text(TASK_PLUGIN)
+    try:
+        cfg = make_config(tmp_path, data_dir, methods=["zero-shot"], tasks=["gsm8k-accuracy", "wmt19"], n_test=2,
+                          plugins=[str(path)])
+        results = Runner(cfg).run()
+        labels = {r["task"]: r["metric_label"] for r in results["runs"]}
+        assert labels == {"gsm8k-accuracy": "Accuracy", "wmt19": "BERTScore F1"}
+        write_report(tmp_path / "run")
+        header = next(line for line in (tmp_path / "run" / "report.md").read_text().splitlines()
+                      if line.startswith("| Method"))
+        assert "gsm8k-accuracy (Accuracy)" in header and "wmt19 (BERTScore F1)" in header
+        with pytest.raises(TypeError, match="needs a Task subclass"):
+            from bench.tasks import register_task
+
+            register_task("x")(object)
+    finally:
+        TASKS.pop("gsm8k-accuracy", None)
+        for module in [m for m in sys.modules if m.startswith("bench_plugin_")]:
+            sys.modules.pop(module)
+
+
+def test_log_prompts_stores_the_exact_prompt(tmp_path, data_dir, fake_backend):
+    import json
+
+    from bench.llm.cache import text_hash
+
+    Runner(make_config(tmp_path / "on", data_dir, methods=["knn"], tasks=["gsm8k"], n_test=2,
+                       log_prompts=True)).run()
+    Runner(make_config(tmp_path / "off", data_dir, methods=["knn"], tasks=["gsm8k"], n_test=2)).run()
+    on = [json.loads(line) for line in (tmp_path / "on" / "run" / "records.jsonl").read_text().splitlines()]
+    off = [json.loads(line) for line in (tmp_path / "off" / "run" / "records.jsonl").read_text().splitlines()]
+    assert all(r["prompt"] and text_hash(r["prompt"]) == r["prompt_hash"] for r in on)
+    assert all(r["prompt"].count("[Question]") == 6 for r in on)  # five demonstrations and the query
+    assert all(r["prompt"] == "" for r in off)
+
+
+def readme_block(marker: str) -> str:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    match = re.search(rf"<!-- example: {marker} -->\n```python\n(.*?)```", text, re.S)
+    assert match, f"README lost its {marker} example"
+    return match.group(1)
+
+
+def test_readme_python_api_example_runs_and_returns_results(tmp_path, data_dir, fake_backend, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code = readme_block("evaluate").replace('"../shared/data"', repr(str(data_dir)))
+    scope: dict = {}
+    exec(compile(code, "README evaluate example", "exec"), scope)
+    results = scope["results"]
+    assert [r["method"] for r in results["runs"]] == ["zero-shot", "knn", "FirstK"]
+    assert all(r["n"] == 5 and r["ci_low"] <= r["score"] <= r["ci_high"] for r in results["runs"])
+    first_k = results["runs"][2]
+    assert first_k["selection_reused_from"] == "" and results["meta"]["command"].startswith("bench.evaluate(")
+    assert "FirstK gsm8k:" in capsys.readouterr().out
+
+
+def test_evaluate_takes_a_backend_object_and_leaves_nothing_behind(tmp_path, data_dir, monkeypatch):
+    import bench
+    from bench.errors import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    backend = FakeBackend(model_id="my-backend")
+    results = bench.evaluate(["few-shot"], "gsm8k", backend, n_test=2, data_dir=data_dir, k=2,
+                             param={"few-shot": {"k": 2}})
+    assert results["llm"] == "my-backend" and results["runs"][0]["n"] == 2
+    assert list(tmp_path.iterdir()) == []  # no out: a temporary folder, removed
+    kept = bench.evaluate(["zero-shot"], "gsm8k", backend, n_test=2, data_dir=data_dir, out=tmp_path / "kept")
+    assert (tmp_path / "kept" / "results.json").exists() and kept["runs"][0]["method"] == "zero-shot"
+    with pytest.raises(ConfigError, match="unknown option\\(s\\) n_tests"):
+        bench.evaluate(["zero-shot"], "gsm8k", backend, n_tests=2)
+    with pytest.raises(ConfigError, match="unknown task 'nope'"):
+        bench.evaluate(["zero-shot"], "nope", backend, data_dir=data_dir)
+    with pytest.raises(ConfigError, match="a method is a name or a Selector instance"):
+        bench.evaluate([42], "gsm8k", backend)
