@@ -30,7 +30,7 @@ from bench.records import FitSummary, ItemRecord, append_jsonl, read_fits, read_
 from bench.selections import ReplaySelector, SelectionStore, selection_key
 from reports.costs import PriceTable
 from bench.tasks import Task, make_task
-from dearicl.ltr import DEARICL_DATA, LTR_DATA
+from methods.ltr_base import DEARICL_DATA, LTR_DATA
 from methods.base import FitContext, accepted_params, available, code_version, create, load_plugin
 
 RECORDS = "records.jsonl"

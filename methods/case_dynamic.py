@@ -19,7 +19,7 @@ from bench.items import Item
 from dearicl.arms import slot_similarity_features
 from dearicl.bandit import GapIndexTopM
 from dearicl.environments import OracleEnvironment
-from dearicl.selection import BanditSelector, prepare
+from methods.bandit_base import BanditSelector, prepare
 from methods.base import FitContext, register
 
 

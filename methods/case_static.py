@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from bench.items import Item
 from dearicl.arms import slot_similarity_features
-from dearicl.selection import BanditSelector, observed_rewards, prepare, rescore
+from methods.bandit_base import BanditSelector, observed_rewards, prepare, rescore
 from methods.base import FitContext, register
 
 

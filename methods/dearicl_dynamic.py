@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from bench.items import Item
-from dearicl.selection import BanditSelector
+from methods.bandit_base import BanditSelector
 from methods.base import FitContext, register
 
 

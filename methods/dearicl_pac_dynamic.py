@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from bench.items import Item
-from dearicl.selection import PacSelector
+from methods.bandit_base import PacSelector
 from methods.base import FitContext, register
 
 

@@ -6,7 +6,7 @@ test query. A run that ends (budget, max_pulls) before the certificate holds say
 from __future__ import annotations
 
 from bench.items import Item
-from dearicl.selection import PacSelector, observed_rewards, rescore
+from methods.bandit_base import PacSelector, observed_rewards, rescore
 from methods.base import FitContext, register
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from bench.items import Item
-from dearicl.selection import BanditSelector, observed_rewards, rescore
+from methods.bandit_base import BanditSelector, observed_rewards, rescore
 from methods.base import FitContext, register
 
 

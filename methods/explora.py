@@ -28,7 +28,7 @@ import numpy as np
 
 from bench.errors import BudgetExhausted, ConfigError, FitFailed
 from bench.items import Item
-from dearicl.selection import prepare
+from methods.bandit_base import prepare
 from methods.base import FitContext, Selector, register
 
 

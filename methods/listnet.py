@@ -4,7 +4,8 @@ Paper's appendix table: FC stem (768, 128), N = 4 layers, d_ff = 512, h = 2 head
 """
 from __future__ import annotations
 
-from dearicl.ltr import LTRSelector, register_ltr, SlateTransformer
+from dearicl.ltr import SlateTransformer
+from methods.ltr_base import LTRSelector, register_ltr
 
 
 @register_ltr("listnet")

@@ -4,7 +4,8 @@ Architecture from the paper's appendix table: an MLP (256, 512, 1024, 512, 256).
 """
 from __future__ import annotations
 
-from dearicl.ltr import LTRSelector, register_ltr, MLPRanker
+from dearicl.ltr import MLPRanker
+from methods.ltr_base import LTRSelector, register_ltr
 
 
 @register_ltr("ndcgloss2pp")

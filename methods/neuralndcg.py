@@ -5,7 +5,8 @@ layers, d_ff = 512, h = 4 heads, dropout 0.3 (the other is used by `neuralndcg-n
 """
 from __future__ import annotations
 
-from dearicl.ltr import LTRSelector, register_ltr, SlateTransformer
+from dearicl.ltr import SlateTransformer
+from methods.ltr_base import LTRSelector, register_ltr
 
 
 @register_ltr("neuralndcg")

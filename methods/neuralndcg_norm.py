@@ -5,7 +5,8 @@ Features are z-scored per dimension with the training slates' mean and std.
 """
 from __future__ import annotations
 
-from dearicl.ltr import LTRSelector, register_ltr, SlateTransformer
+from dearicl.ltr import SlateTransformer
+from methods.ltr_base import LTRSelector, register_ltr
 
 
 @register_ltr("neuralndcg-norm")

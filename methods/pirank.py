@@ -21,7 +21,8 @@ from __future__ import annotations
 from functools import partial
 
 from dearicl.losses import pirank_loss
-from dearicl.ltr import LTRSelector, MLPRanker, register_ltr
+from dearicl.ltr import MLPRanker
+from methods.ltr_base import LTRSelector, register_ltr
 
 
 @register_ltr("pirank")

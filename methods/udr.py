@@ -58,7 +58,7 @@ from bench.errors import BudgetExhausted, ConfigError, FitFailed
 from bench.items import Item
 from bench.tasks.base import normalise_text
 from dearicl.losses import PADDED, lambda_mrr_loss
-from dearicl.ltr import LTRSelector
+from methods.ltr_base import LTRSelector
 from methods.base import FitContext, Selector, register
 
 WORD = re.compile(r"\w+")
