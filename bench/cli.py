@@ -111,6 +111,12 @@ def run_parser() -> argparse.ArgumentParser:
                         "(configs/paper.yaml, configs/smoke.yaml)")
     p.add_argument("--plugin", action="append", default=[], help="module that registers selectors (repeatable)")
     p.add_argument("--log-prompts", action="store_true", help="store each item's full prompt in records.jsonl")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the plan (LLM calls, tokens, time per method x task) without loading any model")
+    p.add_argument("--tokens-per-second", type=float, default=None,
+                   help="decode rate for --dry-run's time (default: 85, measured on the embedded model, 2 CPU cores)")
+    p.add_argument("--prefill-tokens-per-second", type=float, default=None,
+                   help="prefill rate for --dry-run's time (default: 180, measured likewise)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
@@ -153,7 +159,7 @@ def config_defaults(parser: argparse.ArgumentParser, path: Path) -> dict[str, di
 
 def resolved_options(args: argparse.Namespace, method_params: dict) -> dict:
     """Every run option after the config file and the command line, as a YAML-ready mapping (--config reads it)."""
-    skip = {"config", "param", "resume"}
+    skip = {"config", "param", "resume", "dry_run", "tokens_per_second", "prefill_tokens_per_second"}
     options = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in skip}
     return {**options, "params": method_params}
 
@@ -210,6 +216,15 @@ def cmd_run(argv: list[str]) -> int:
 
     config = run_config(args, file_params, shlex.join(["python", "-m", "bench", "run", *argv]))
     out = config.out
+    if args.dry_run:
+        from bench.plan import DEFAULT_DECODE_TPS, DEFAULT_PREFILL_TPS, plan, render_plan
+
+        decode = args.tokens_per_second or DEFAULT_DECODE_TPS
+        prefill = args.prefill_tokens_per_second or DEFAULT_PREFILL_TPS
+        if decode <= 0 or prefill <= 0:
+            raise ConfigError("--tokens-per-second and --prefill-tokens-per-second must be > 0")
+        print(render_plan(plan(Runner(config, check_out=False)), config.llm.name, prefill, decode))
+        return 0
     runner = Runner(config, init())
     results = runner.run()
     if not results:

@@ -128,7 +128,7 @@ def expand_methods(methods: list[str], ltr_data: tuple[str, ...] = ("own",), ins
 
 
 class Runner:
-    def __init__(self, config: RunConfig, dist: Dist | None = None):
+    def __init__(self, config: RunConfig, dist: Dist | None = None, check_out: bool = True):
         self.cfg = config
         self.dist = dist or Dist()
         for module in config.plugins:
@@ -149,7 +149,8 @@ class Runner:
             for task in self.tasks:
                 selector.check_task(task)
         self.out = Path(config.out)
-        self.run_methods = self._check_out()  # an occupied --out fails here, before anything is written
+        # an occupied --out fails here, before anything is written (a --dry-run writes nothing and skips it)
+        self.run_methods = self._check_out() if check_out else self.methods
         # the data is read now, so that a bad --data-dir or split fails before any model loads
         self.splits = {task.name: task.load_splits(config.data_dir, n_test=config.n_test, n_val=config.n_val,
                                                    pool_size=config.pool_size, seed=config.seed,

@@ -71,6 +71,11 @@ class BanditSelector(Selector):
         self.neural = NeuralConfig(hidden=tuple(hidden), dropout=dropout, lr=lr, epochs_per_round=epochs_per_round,
                                    mc_passes=mc_passes, tau=tau)
 
+    def selection_call_bound(self, n_val: int, n_test: int) -> int | None:
+        """max_pulls pulls, plus one rescoring pull of each of the m returned arms (static selectors), each one
+        call per validation item; the gap rule alone sets no bound."""
+        return None if self.max_pulls is None else (self.max_pulls + self.m) * n_val
+
     def bandit_config(self, ctx: FitContext, m: int | None = None, **overrides) -> BanditConfig:
         cfg = BanditConfig(m=m or self.m, challengers=self.challengers, epsilon=self.epsilon, delta=self.delta,
                            rule=self.rule, cold_start=self.cold_start, max_pulls=self.max_pulls,

@@ -67,6 +67,15 @@ class Selector(ABC):
         """Per-round convergence data (gap index, regret, pulls); empty for one-shot selectors."""
         return []
 
+    def demos_per_prompt(self) -> int:
+        """Demonstrations in each prompt (for `--dry-run`'s token estimate)."""
+        return self.k
+
+    def selection_call_bound(self, n_val: int, n_test: int) -> int | None:
+        """An upper bound on the selection-phase LLM calls (for `--dry-run`), before any --llm-budget;
+        None when only the budget bounds them. The default claims nothing."""
+        return None
+
     def select_info(self) -> dict:
         """What the last `select` did, stored on its record (e.g. a per-query bandit's pulls and calls)."""
         return {}

@@ -33,6 +33,10 @@ class CaseDynamic(BanditSelector):
         super().__init__(k, **bandit)
         self.pulls_per_query = pulls_per_query
 
+    def selection_call_bound(self, n_val: int, n_test: int) -> int:
+        """Each test query's own bandit: at most pulls_per_query pulls on every validation item."""
+        return self.pulls_per_query * n_val * n_test
+
     def fit(self, ctx: FitContext) -> "CaseDynamic":
         self.check_pool(ctx)
         self.prep_ = prepare(ctx, self.n_arms)

@@ -77,3 +77,6 @@ class FewShot(Selector):
 
     def select(self, query: Item) -> list[Item]:
         return list(self.demos_)
+
+    def selection_call_bound(self, n_val: int, n_test: int) -> int:
+        return 0  # no LLM call before inference

@@ -27,3 +27,6 @@ class KNN(Selector):
         top = np.argsort(-sims, kind="stable")[: self.k]
         # Most similar last, next to the query.
         return [self.pool_[i] for i in top[::-1]]
+
+    def selection_call_bound(self, n_val: int, n_test: int) -> int:
+        return 0  # no LLM call before inference

@@ -68,6 +68,9 @@ class LTRSelector(BanditSelector):
         self.ltr_data, self.train_arms, self.negatives, self.label_scale = ltr_data, train_arms, negatives, label_scale
         self.epochs, self.ltr_batch_size, self.ltr_lr, self.normalise = epochs, batch_size, ltr_lr, normalise
 
+    def selection_call_bound(self, n_val: int, n_test: int) -> None:
+        return None  # the DEARICL run's pulls and, with own data, the training arms' pulls: bounded by the budget
+
     def make_model(self, d_in: int) -> nn.Module:
         raise NotImplementedError
 

@@ -14,3 +14,9 @@ class ZeroShot(Selector):
 
     def select(self, query: Item) -> list[Item]:
         return []
+
+    def selection_call_bound(self, n_val: int, n_test: int) -> int:
+        return 0  # no LLM call before inference
+
+    def demos_per_prompt(self) -> int:
+        return 0

@@ -245,3 +245,31 @@ def test_evaluate_takes_a_backend_object_and_leaves_nothing_behind(tmp_path, dat
         bench.evaluate(["zero-shot"], "nope", backend, data_dir=data_dir)
     with pytest.raises(ConfigError, match="a method is a name or a Selector instance"):
         bench.evaluate([42], "gsm8k", backend)
+
+
+def test_dry_run_plans_without_loading_or_writing_anything(tmp_path, data_dir, monkeypatch, capsys):
+    from bench.cli import main
+
+    def no_model(spec):
+        raise AssertionError("a dry run loaded a model")
+
+    monkeypatch.setattr(runner_mod, "make_backend", no_model)
+    out = tmp_path / "r"
+    code = main(["--methods", "zero-shot,knn,case-static,dearicl-dynamic,case-dynamic", "--tasks", "gsm8k",
+                 "--llm", "llama3.2-3b", "--n-test", "7", "--n-val", "3", "--data-dir", str(data_dir),
+                 "--out", str(out), "--dry-run", "--param", "case-static.max_pulls=4",
+                 "--param", "case-dynamic.pulls_per_query=2", "--max-new-tokens", "50"])
+    assert code == 0 and not out.exists()
+    text = capsys.readouterr().out
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in text.splitlines() if line.startswith("| ") and "method" not in line}
+    assert rows["knn"][1:3] == ["0", "7"] and rows["zero-shot"][1] == "0"
+    assert rows["case-static"][1] == f"≤ {(4 + 10) * 3}"  # max_pulls + m rescoring pulls, 3 validation items
+    assert rows["case-dynamic"][1] == f"≤ {2 * 3 * 7}"  # per test query: pulls_per_query x validation
+    assert rows["dearicl-dynamic"][1] == "unbounded" and "pass --llm-budget" in text
+    # zero-shot prompts hold no demonstrations: far fewer prompt tokens than knn's
+    assert int(rows["zero-shot"][3].replace(",", "")) * 3 < int(rows["knn"][3].replace(",", ""))
+    assert rows["knn"][4].endswith(f"–{7 * 50}")  # completions up to --max-new-tokens per call
+    assert main(["--methods", "dearicl-dynamic", "--tasks", "gsm8k", "--data-dir", str(data_dir), "--dry-run",
+                 "--llm-budget", "90", "--n-test", "7"]) == 0
+    assert "| ≤ 90 " in capsys.readouterr().out

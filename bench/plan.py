@@ -1,0 +1,113 @@
+"""`--dry-run`: what a run will cost, from the validated configuration alone (no model is loaded).
+
+Per method x task: LLM calls (inference: one per test item, exact; selection: the selector's own bound,
+capped by --llm-budget, or 'unbounded'), prompt and completion tokens (prompt tokens ~ characters / 4 of the
+rendered prompts, no tokenizer loaded; completions between the gold answers' length and --max-new-tokens) and a
+time estimate from prefill and decode rates. Cache hits, which make reruns and shared pulls free, are ignored:
+every number is an estimate of the first run, and the selection and token columns are upper bounds where marked.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tabulate import tabulate
+
+# measured on the embedded model (Gemma 3 270M, 2 CPU cores, `bench perf` P3): batched decode, suffix prefill
+DEFAULT_DECODE_TPS = 85.0
+DEFAULT_PREFILL_TPS = 180.0
+CHARS_PER_TOKEN = 4.0
+
+
+@dataclass
+class PlanRow:
+    method: str
+    task: str
+    selection_calls: int | None  # None: unbounded (no --llm-budget and no bound of the selector's own)
+    selection_exact: bool
+    inference_calls: int
+    prompt_tokens: int  # per call, mean
+    completion_low: int  # per call: the gold solutions' mean length
+    completion_high: int  # per call: --max-new-tokens
+
+    @property
+    def calls_high(self) -> int | None:
+        return None if self.selection_calls is None else self.selection_calls + self.inference_calls
+
+    def seconds(self, prefill_tps: float, decode_tps: float, completion: int | None = None) -> float | None:
+        """At `completion` tokens per call (default: --max-new-tokens)."""
+        calls = self.calls_high
+        if calls is None:
+            return None
+        tokens = self.completion_high if completion is None else completion
+        return calls * (self.prompt_tokens / prefill_tps + tokens / decode_tps)
+
+
+def task_token_profile(task, splits, k: int, limit: int = 50) -> tuple[int, int]:
+    """(mean prompt tokens with k demonstrations, mean gold-answer tokens) over up to `limit` test items."""
+    items = splits.test[:limit] or splits.validation[:limit]
+    demos = splits.pool[:k]
+    prompt = sum(len(task.render(demos, item)) for item in items) / max(len(items), 1)
+    answer = sum(len(item.gold_output) for item in items) / max(len(items), 1)  # worked solutions
+    return int(prompt / CHARS_PER_TOKEN) + 1, int(answer / CHARS_PER_TOKEN) + 1
+
+
+def plan(runner) -> list[PlanRow]:
+    cfg = runner.cfg
+    rows = []
+    for task in runner.tasks:
+        splits = runner.splits[task.name]
+        high = cfg.generation.max_new_tokens
+        for method in runner.methods:
+            selector = runner._selector(method)
+            prompt, answer = task_token_profile(task, splits, selector.demos_per_prompt())
+            bound = selector.selection_call_bound(len(splits.validation), len(splits.test))
+            exact = bound == 0
+            if cfg.llm_budget is not None:
+                bound = cfg.llm_budget if bound is None else min(bound, cfg.llm_budget)
+            rows.append(PlanRow(method, task.name, bound, exact, len(splits.test), prompt, min(answer, high), high))
+    return rows
+
+
+def _count(value: int | None, exact: bool = True) -> str:
+    if value is None:
+        return "unbounded"
+    return f"{value:,}" if exact else f"≤ {value:,}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "unbounded"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def _span(low: float | None, high: float | None) -> str:
+    if low is None or high is None:
+        return "unbounded"
+    return _duration(high) if _duration(low) == _duration(high) else f"{_duration(low)}–{_duration(high)}"
+
+
+def render_plan(rows: list[PlanRow], llm: str, prefill_tps: float, decode_tps: float) -> str:
+    body = []
+    for r in rows:
+        calls = r.calls_high
+        bound = "" if r.selection_exact else "≤ "
+        body.append([r.method, r.task, _count(r.selection_calls, r.selection_exact), f"{r.inference_calls:,}",
+                     "unbounded" if calls is None else f"{bound}{calls * r.prompt_tokens:,}",
+                     "unbounded" if calls is None else f"{calls * r.completion_low:,}–{calls * r.completion_high:,}",
+                     _span(r.seconds(prefill_tps, decode_tps, r.completion_low), r.seconds(prefill_tps, decode_tps))])
+    bounded = [r for r in rows if r.calls_high is not None]
+    low = sum(r.seconds(prefill_tps, decode_tps, r.completion_low) for r in bounded)
+    total = sum(r.seconds(prefill_tps, decode_tps) for r in bounded)
+    unbounded = sorted({r.method for r in rows if r.calls_high is None})
+    lines = [f"Plan for {llm} (dry run: nothing loaded, nothing written). Estimates of a first run, cache hits "
+             f"ignored. Time at {prefill_tps:g} prefill and {decode_tps:g} decode tokens/s (the defaults are "
+             "Gemma 3 270M on 2 CPU cores: pass --tokens-per-second and --prefill-tokens-per-second for your "
+             "model and hardware), from completions as long as the gold solutions to --max-new-tokens.", "",
+             tabulate(body, headers=["method", "task", "selection calls", "inference calls", "prompt tokens",
+                                     "completion tokens", "time"], tablefmt="github", disable_numparse=True), "",
+             f"total (bounded rows): {sum(r.calls_high for r in bounded):,} LLM calls, {_span(low, total)}"]
+    if unbounded:
+        lines.append(f"unbounded: {', '.join(unbounded)} stop by their own rule; pass --llm-budget N to bound them")
+    return "\n".join(lines)
