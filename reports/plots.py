@@ -1,4 +1,4 @@
-"""Figures: selection runtime bars (and, for bandit selectors, convergence traces)."""
+"""Figures: selection runtime bars, accuracy vs selection calls, and bandit convergence traces."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,19 +10,35 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 
+STYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def _style(i: int) -> dict:
+    """Colour, line style and marker that keep up to 80 methods apart (10 colours x 4 styles x 8 markers)."""
+    return {"color": plt.get_cmap("tab10")(i % 10), "linestyle": STYLES[(i // 10) % 4], "marker": MARKERS[i % 8]}
+
+
 def selection_runtime_chart(runs: list[dict], path: Path) -> Path:
+    """Selection seconds as log-scale horizontal bars, one panel per task: readable with 25+ methods."""
     methods = list(dict.fromkeys(r["method"] for r in runs))
     tasks = list(dict.fromkeys(r["task"] for r in runs))
-    cell = {(r["method"], r["task"]): r["selection_seconds"] for r in runs}
-    width = 0.8 / max(1, len(methods))
-    fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(tasks) * max(1, len(methods)) * 0.5), 3.5))
-    x = np.arange(len(tasks))
-    for i, method in enumerate(methods):
-        ax.bar(x + i * width, [cell.get((method, t), 0.0) for t in tasks], width, label=method)
-    ax.set_xticks(x + width * (len(methods) - 1) / 2, tasks)
-    ax.set_ylabel("selection time (s)")
-    ax.set_title("Subset selection runtime")
-    ax.legend(fontsize=7, ncol=2)
+    cell = {(r["method"], r["task"]): r.get("selection_seconds") for r in runs}
+    floor = 1e-3  # selectors that took (almost) no time still get a visible bar
+    fig, axes = plt.subplots(1, len(tasks), figsize=(3.6 * len(tasks) + 1.6, 0.26 * len(methods) + 1.4),
+                             sharey=True, squeeze=False)
+    y = np.arange(len(methods))
+    for ax, task in zip(axes[0], tasks):
+        values = [max(cell.get((m, task)) or 0.0, floor) for m in methods]
+        ax.barh(y, values, color=[plt.get_cmap("tab10")(i % 10) for i in range(len(methods))])
+        ax.set_xscale("log")
+        ax.set_title(task, fontsize=9)
+        ax.set_xlabel("selection time (s, log)", fontsize=8)
+        ax.grid(axis="x", which="major", alpha=0.3)
+        ax.tick_params(labelsize=7)
+    axes[0][0].set_yticks(y, methods)
+    axes[0][0].invert_yaxis()
+    fig.suptitle("Subset selection runtime", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -30,25 +46,62 @@ def selection_runtime_chart(runs: list[dict], path: Path) -> Path:
 
 
 def convergence_plot(traces: dict[str, list[dict]], path: Path, title: str = "") -> Path:
-    """Gap index B_t(ch_t, b_t) and simple regret per round, one line per method (paper's Figure 1)."""
-    fig, (ax_gap, ax_reg) = plt.subplots(1, 2, figsize=(9, 3.4))
-    for method, trace in traces.items():
+    """Gap index B_t(ch_t, b_t) and simple regret per round, one line per method (paper's Figure 1). Lines
+    differ in colour, style and marker and are half transparent, so overlapping ones stay visible."""
+    fig, (ax_gap, ax_reg) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for i, (method, trace) in enumerate(traces.items()):
         rows = [r for r in trace if not r.get("summary") and "gap_index" in r and "simple_regret" in r]
         if not rows:
             continue
         rounds = [r["round"] for r in rows]
-        ax_gap.plot(rounds, [r["gap_index"] for r in rows], marker="o", markersize=3, label=method)
-        ax_reg.plot(rounds, [r["simple_regret"] for r in rows], marker="o", markersize=3, label=method)
+        style = {**_style(i), "markersize": 3, "linewidth": 1.2, "alpha": 0.75, "markevery": max(1, len(rows) // 12)}
+        ax_gap.plot(rounds, [r["gap_index"] for r in rows], label=method, **style)
+        ax_reg.plot(rounds, [r["simple_regret"] for r in rows], label=method, **style)
     ax_gap.set_xlabel("round")
     ax_gap.set_ylabel("gap index B(ch, b)")
     ax_reg.set_xlabel("round")
     ax_reg.set_ylabel("simple regret")
-    for ax in (ax_gap, ax_reg):
-        ax.legend(fontsize=7)
+    handles, labels = ax_gap.get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=7, frameon=False)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def accuracy_vs_calls(runs: list[dict], path: Path) -> Path:
+    """Score against selection-phase LLM calls (log, +1), one panel per task, with 95% intervals: what each
+    selector's LLM budget buys."""
+    tasks = list(dict.fromkeys(r["task"] for r in runs if r.get("score") is not None))
+    methods = list(dict.fromkeys(r["method"] for r in runs))
+    fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(4.2 * max(1, len(tasks)) + 2.2, 3.6), squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        for r in (r for r in runs if r["task"] == task and r.get("score") is not None):
+            i = methods.index(r["method"])
+            x = r["llm_calls"]["selection"] + 1
+            low, high = r.get("ci_low"), r.get("ci_high")
+            err = None if low is None else [[100 * (r["score"] - low)], [100 * (high - r["score"])]]
+            ax.errorbar([x], [100 * r["score"]], yerr=err, fmt=_style(i)["marker"], color=_style(i)["color"],
+                        markersize=5, capsize=2, alpha=0.85, label=r["method"])
+        ax.set_xscale("log")
+        ax.set_title(task, fontsize=9)
+        ax.set_xlabel("selection LLM calls + 1 (log)", fontsize=8)
+        ax.set_ylabel(f"{next(r.get('metric_label') or r['metric'] for r in runs if r['task'] == task)} ×100",
+                      fontsize=8)
+        ax.grid(alpha=0.3)
+    by_label = {}
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            by_label.setdefault(label, handle)
+    if by_label:
+        fig.legend(by_label.values(), by_label.keys(), loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=7,
+                   frameon=False)
+    fig.suptitle("Accuracy vs selection cost (95% bootstrap intervals)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
 

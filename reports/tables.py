@@ -69,6 +69,17 @@ def score_cell(run: dict | None, test, fmt: str) -> str:
     return f"{100 * run['score']:.2f}{mark}{budget}"
 
 
+def latex_table(tabular: str, caption: str, label: str) -> str:
+    """A tabulate `latex_raw` tabular as a booktabs table float with a caption and a label."""
+    lines = tabular.strip().splitlines()
+    rules = [i for i, line in enumerate(lines) if line.strip() == r"\hline"]
+    for n, i in enumerate(rules):
+        lines[i] = r"\toprule" if n == 0 else (r"\bottomrule" if n == len(rules) - 1 else r"\midrule")
+    caption = caption.replace("%", r"\%").replace("_", r"\_")
+    return "\n".join([r"\begin{table}[t]", r"\centering", r"\small", *lines, rf"\caption{{{caption}}}",
+                      rf"\label{{tab:{label}}}", r"\end{table}"])
+
+
 def _bold(text: str, fmt: str) -> str:
     return f"**{text}**" if fmt == "github" else rf"\textbf{{{text}}}"
 

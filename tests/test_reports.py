@@ -164,3 +164,36 @@ def test_simulated_study_tables_merge_runs_of_a_family(tmp_path):
     assert "| case " in text and "| lucb " in text and "11.5 ± 1.5" in text and "501.5 ± 1.5" in text
     assert "0.123 ± 0.010" in text and "n/a" in text  # no coverage known: n/a, not a number
     assert (tmp_path / "s.png").stat().st_size > 1000
+
+
+def test_plots_stay_readable_with_many_methods(tmp_path):
+    from PIL import Image
+
+    from reports.plots import accuracy_vs_calls, convergence_plot, selection_runtime_chart
+
+    runs = [{"method": f"method-{i:02d}", "task": task, "selection_seconds": 10.0 ** (i % 5 - 2), "score": 0.5,
+             "ci_low": 0.4, "ci_high": 0.6, "metric": "exact_match", "metric_label": "EM",
+             "llm_calls": {"selection": i * 3, "inference": 5}} for i in range(25) for task in ("gsm8k", "wmt19")]
+    width, height = Image.open(selection_runtime_chart(runs, tmp_path / "rt.png")).size
+    assert width < 1.5 * height + 600 and width < 1400  # one horizontal bar per method, panels per task
+    assert Image.open(accuracy_vs_calls(runs, tmp_path / "acc.png")).size[0] < 2400
+    trace = [{"round": r, "gap_index": 1.0 / (r + 1), "simple_regret": 0.1} for r in range(30)]
+    convergence_plot({f"m{i}": trace for i in range(12)}, tmp_path / "conv.png")
+    assert (tmp_path / "conv.png").stat().st_size > 5000
+    from reports.plots import _style
+
+    assert len({(str(_style(i)["color"]), _style(i)["linestyle"], _style(i)["marker"]) for i in range(40)}) == 40
+
+
+def test_latex_tables_use_booktabs_with_captions_and_labels(tmp_path):
+    rng = np.random.default_rng(0)
+    base = rng.uniform(0.2, 0.4, 20)
+    _make_run(tmp_path, {"zero-shot": base, "good": base + 0.3})
+    write_report(tmp_path, baseline="zero-shot")
+    tex = (tmp_path / "report.tex").read_text()
+    assert "\\hline" not in tex
+    floats = tex.count("\\begin{table}")
+    assert floats >= 4 and floats == tex.count("\\caption{") == tex.count("\\label{tab:") == tex.count("\\end{table}")
+    assert tex.count("\\toprule") == tex.count("\\bottomrule") == floats
+    for label in ("accuracy", "calls", "time", "selection-time"):
+        assert f"\\label{{tab:{label}}}" in tex
