@@ -1,7 +1,10 @@
 """report.md / report.tex: accuracy with paired t-tests, LLM calls, runtimes, settings."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import numpy as np
 
 from bench.llm.calllog import read_calls
 from bench.records import read_fits, read_records
@@ -210,10 +213,63 @@ def write_report(out: Path, baseline: str | None = None, prices: PriceTable | No
     return out / "report.md"
 
 
+def seed_groups(dirs: list[Path]) -> list[list[Path]]:
+    """Run folders grouped by everything but the seed (same LLMs, settings, methods' parameters)."""
+    groups: dict[str, list[Path]] = {}
+    for folder in dirs:
+        results = load_results(Path(folder))
+        setting = {k: v for k, v in results.get("config", {}).items() if k != "seed"}
+        key = json.dumps([setting, results.get("llm", ""), results.get("selection_llm", "")], sort_keys=True,
+                         default=str)
+        groups.setdefault(key, []).append(Path(folder))
+    return list(groups.values())
+
+
+def seeds_report(group: list[Path]) -> tuple[str, list[dict], dict]:
+    """(label, runs, cells) of one setting run with several seeds: per (method, task) the scores of every
+    seed that has one."""
+    results = [load_results(folder) for folder in group]
+    seeds = sorted({r.get("config", {}).get("seed") for r in results}, key=str)
+    runs = [r for res in results for r in res["runs"] if tables.DATA_VARIANT not in r["method"]]
+    scores: dict[tuple[str, str], list[float]] = {}
+    for run in runs:
+        if run.get("score") is not None:
+            scores.setdefault((run["method"], run["task"]), []).append(run["score"])
+    label = f"{results[0].get('llm', '') or group[0].name} ({len(seeds)} seeds)"
+    return label, runs, scores
+
+
+def seed_cell(values: list[float] | None) -> str:
+    if not values:
+        return "failed"
+    if len(values) == 1:
+        return f"{100 * values[0]:.2f} (1 seed)"
+    return f"{100 * np.mean(values):.2f} ± {100 * np.std(values, ddof=1):.2f} ({len(values)})"
+
+
 def merged_report(dirs: list[Path], baseline: str | None = None) -> str:
-    """Several runs (e.g. one per inference LLM, the transfer tables) in one table: a column group per run."""
+    """Several runs in one table. Folders that differ only in the seed are aggregated (mean ± sd over seeds,
+    the number of seeds in brackets); otherwise one column group per run (e.g. one per inference LLM)."""
     from tabulate import tabulate
 
+    grouped = seed_groups(dirs)
+    if any(len({load_results(d).get("config", {}).get("seed") for d in group}) > 1 for group in grouped):
+        columns, every_run, cells = [], [], {}
+        for g, group in enumerate(grouped):
+            label, runs, scores = seeds_report(group)
+            every_run += runs
+            for task in dict.fromkeys(r["task"] for r in runs):
+                columns.append((g, label, task))
+            cells.update({(g, m, t): v for (m, t), v in scores.items()})
+        methods = list(dict.fromkeys(r["method"] for r in every_run))
+        rows = tables.grouped_rows(every_run, methods, lambda m: [seed_cell(cells.get((g, m, t))) if any(
+            r["method"] == m and r["task"] == t for r in every_run) else "" for g, _, t in columns],
+            len(columns), "github")
+        headers = ["Method"] + [f"{label}: {t}" for _, label, t in columns]
+        return "\n".join(["# Seeds report", "", f"Runs: {', '.join(f'`{d}`' for d in dirs)}. Folders that differ "
+                           "only in `--seed` are one column group. Scores ×100: mean ± standard deviation over seeds "
+                           "(number of seeds); per-seed significance is in each folder's report.", "",
+                           tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True), ""])
     groups, labels = [], []
     for folder in dirs:
         results = load_results(Path(folder))

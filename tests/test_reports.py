@@ -197,3 +197,22 @@ def test_latex_tables_use_booktabs_with_captions_and_labels(tmp_path):
     assert tex.count("\\toprule") == tex.count("\\bottomrule") == floats
     for label in ("accuracy", "calls", "time", "selection-time"):
         assert f"\\label{{tab:{label}}}" in tex
+
+
+def test_report_aggregates_seeds_with_mean_sd_and_count(tmp_path, capsys):
+    scores = {0: ([1, 1, 0, 1], [0, 0, 0, 1]), 1: ([1, 0, 0, 1], [0, 1, 0, 1]), 2: ([1, 1, 1, 1], [0, 0, 0, 0])}
+    folders = []
+    for seed, (good, base) in scores.items():
+        out = tmp_path / f"seed{seed}"
+        _make_run(out, {"zero-shot": base, "knn": good})
+        results = json.loads((out / "results.json").read_text())
+        results["config"] = {"tasks": ["gsm8k"], "seed": seed, "k": 5}
+        (out / "results.json").write_text(json.dumps(results))
+        folders.append(str(out))
+    merged = tmp_path / "seeds.md"
+    assert main(["report", *folders, "--out", str(merged)]) == 0
+    text = merged.read_text()
+    knn = next(line for line in text.splitlines() if line.startswith("| knn"))
+    means = [np.mean(good) for good, _ in scores.values()]
+    assert f"{100 * np.mean(means):.2f} ± {100 * np.std(means, ddof=1):.2f} (3)" in knn
+    assert "fake (3 seeds): gsm8k" in text
