@@ -6,6 +6,8 @@ DEBUG log in `run.log`.
 from __future__ import annotations
 
 import logging
+import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -44,3 +46,35 @@ def run_log(folder: Path):
         LOG.removeHandler(handler)
         handler.close()
         LOG.setLevel(previous)
+
+
+class Progress:
+    """A tqdm bar on a terminal; without one (CI, nohup, a pipe), an INFO line at most every `every` seconds."""
+
+    def __init__(self, total: int | None, desc: str, enabled: bool = True, every: float = 10.0, unit: str = "it",
+                 leave: bool = False):
+        self.total, self.desc, self.every, self.unit, self.n = total, desc, every, unit, 0
+        self.enabled = enabled
+        self.bar = None
+        self.last = time.monotonic()
+        if enabled and sys.stderr.isatty():
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc=desc, unit=unit, leave=leave)
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        if self.bar is not None:
+            self.bar.update(n)
+        elif self.enabled and time.monotonic() - self.last >= self.every:
+            self.last = time.monotonic()
+            LOG.info("%s: %d%s %s", self.desc, self.n, f"/{self.total}" if self.total else "", self.unit)
+
+    def set(self, n: int) -> None:
+        """Move to an absolute count (e.g. a call counter read after each pull)."""
+        if n > self.n:
+            self.update(n - self.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -44,6 +44,7 @@ class RewardOracle:
         self.budget_exhausted = False
         self.parent: RewardOracle | None = None
         self.llm_seconds = 0.0  # wall time inside LLM calls (reward scoring is not counted)
+        self.on_calls = None  # called with the call count after each charge (the fit's progress bar)
 
     def child(self, budget: int | None) -> "RewardOracle":
         """A sub-oracle with its own budget (e.g. per test query) whose calls also count here.
@@ -72,6 +73,8 @@ class RewardOracle:
         if self.parent is not None:
             self.parent._charge(keys)  # the run-level budget binds per-query runs too
         self._requested |= new
+        if self.on_calls is not None:
+            self.on_calls(len(self._requested))
 
     def pull(self, demos: Sequence[Item], items: Sequence[Item]) -> np.ndarray:
         """Rewards of one arm on each item (one LLM call per item); repeated pulls draw new samples."""

@@ -13,13 +13,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
 
 from bench.distributed import Dist
 from bench.encoder import Encoder
 from bench.errors import BenchError, BudgetExhausted, ConfigError, FitFailed
 from bench.items import Item
-from bench.log import LOG, run_log
+from bench.log import LOG, Progress, run_log
 from bench.provenance import environment
 from bench.llm import CallCache, CallLog, CallScope, GenerationParams, LLMClient, LLMSpec, make_backend
 from bench.llm.cache import text_hash
@@ -242,12 +241,16 @@ class Runner:
         done = {(r.method, r.task, r.item_id) for r in self._all_records()}
         self.fits_at_start = read_fits(self.out / FITS)
         try:
+            overall = Progress(len(self.tasks) * len(self.methods), "runs", self.cfg.progress and self.dist.is_main,
+                               unit="method x task", leave=True)
             for task in self.tasks:
                 splits = self.splits[task.name]
                 LOG.info("task %s: %d pool, %d validation, %d test items", task.name, len(splits.pool),
                          len(splits.validation), len(splits.test))
                 for method in self.methods:
                     self._run_one(task, self.splits[task.name], method, done, records_path)
+                    overall.update()
+            overall.close()
         finally:
             self.client.log.close()
         self.dist.barrier()
@@ -318,6 +321,12 @@ class Runner:
                          oracle=oracle, seed=self.cfg.seed, k=selector.k, budget=self.cfg.llm_budget)
         LOG.info("fit %s on %s%s", selector.name, task.name,
                  f" (budget {self.cfg.llm_budget} selection calls)" if self.cfg.llm_budget else "")
+        bound = selector.selection_call_bound(len(splits.validation), len(splits.test))
+        if self.cfg.llm_budget is not None:
+            bound = self.cfg.llm_budget if bound is None else min(bound, self.cfg.llm_budget)
+        bar = Progress(bound or None, f"fit {selector.name}/{task.name}", self.cfg.progress and self.dist.is_main,
+                       unit="selection calls")
+        oracle.on_calls = bar.set
         began = time.perf_counter()
         error = ""
         try:
@@ -327,6 +336,8 @@ class Runner:
                               "could not recover (the selector did not handle its budget)") from None
         except FitFailed as exc:
             error = str(exc)
+        finally:
+            bar.close()
         seconds = time.perf_counter() - began
         warnings = selector.fit_warnings
         if oracle.budget_exhausted:
@@ -356,8 +367,8 @@ class Runner:
         step = max(1, (backend.prefix_batch_size or backend.batch_size) if selector.level == "task"
                    else backend.batch_size)
         LOG.info("inference %s on %s: %d items", selector.name, task.name, len(items))
-        bar = tqdm(total=len(items), desc=f"{selector.name}/{task.name}", disable=None if self.cfg.progress else True,
-                   unit="item", leave=False)
+        bar = Progress(len(items), f"inference {selector.name}/{task.name}", self.cfg.progress and self.dist.is_main,
+                       unit="items")
         for start in range(0, len(items), step):
             chunk = items[start:start + step]
             demos, select_s, infos = [], [], []

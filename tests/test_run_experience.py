@@ -273,3 +273,22 @@ def test_dry_run_plans_without_loading_or_writing_anything(tmp_path, data_dir, m
     assert main(["--methods", "dearicl-dynamic", "--tasks", "gsm8k", "--data-dir", str(data_dir), "--dry-run",
                  "--llm-budget", "90", "--n-test", "7"]) == 0
     assert "| ≤ 90 " in capsys.readouterr().out
+
+
+def test_progress_without_a_terminal_logs_throttled_lines(capsys):
+    from bench.log import Progress
+
+    configure(0)
+    progress = Progress(5, "fit knn/gsm8k", enabled=True, every=0.0, unit="selection calls")
+    progress.set(2)
+    progress.set(2)  # no movement: no line
+    progress.update(3)
+    progress.close()
+    lines = [line for line in capsys.readouterr().err.splitlines() if "[bench]" in line]
+    assert [line.split("[bench] ")[1] for line in lines] == ["fit knn/gsm8k: 2/5 selection calls",
+                                                            "fit knn/gsm8k: 5/5 selection calls"]
+    slow = Progress(5, "x", enabled=True, every=3600.0)
+    slow.update(5)
+    off = Progress(5, "y", enabled=False, every=0.0)
+    off.update(5)
+    assert "[bench]" not in capsys.readouterr().err
