@@ -18,6 +18,7 @@ SUBCOMMANDS = {  # name -> what it does, for `python -m bench --help`
     "compare": "compare a run with a reference results.json (exit 1 on a regression)",
     "simulate": "bandit methods on SIMULATED rewards with known truth",
     "perf": "speed ratios: shared-prefix pulls, ranking, bandit overhead",
+    "data": "fetch the bundled data from its pinned sources (checksums verified), or verify a data folder",
 }
 ALL_TASKS = "gsm8k,aquarat,wmt19"
 EXIT_FIT_FAILED = 3  # some (method, task) fits failed; their rows say why (2 is bad input)
@@ -82,7 +83,8 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per server request")
     p.add_argument("--retries", type=int, default=3, help="retries (exponential backoff) per server request")
     p.add_argument("--data-dir", type=Path, default=None, help="folder laid out like ../shared/data (or BENCH_DATA_DIR)")
-    p.add_argument("--data-source", choices=["local", "hub"], default="local", help="hub: Hugging Face datasets (online)")
+    p.add_argument("--data-source", choices=["local", "hub"], default="local",
+                   help="hub: the bundled files downloaded once from their pinned sources into a cache (online)")
     p.add_argument("--n-test", type=_count_or_all, default=20,
                    help="test items per task (seeded subsample), or 'all'")
     p.add_argument("--n-val", type=_positive, default=20, help="validation items per task")
@@ -360,6 +362,36 @@ def top_help() -> str:
     return "\n".join(lines)
 
 
+def cmd_data(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench data", formatter_class=HelpFormatter,
+                                description="The data folder from its pinned sources (bench/data.py).")
+    p.add_argument("action", choices=["fetch", "verify"])
+    p.add_argument("--tasks", type=_csv, default=_csv(ALL_TASKS), help="comma-separated tasks")
+    p.add_argument("--to", type=Path, default=None, help="fetch: the folder to write (laid out like ../shared/data)")
+    p.add_argument("--data-dir", type=Path, default=None, help="verify: the folder to check (default: as `run`)")
+    p.add_argument("--mirror", default=None,
+                   help="base URL laid out like https://raw.githubusercontent.com (or BENCH_DATA_MIRROR)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per download")
+    args = p.parse_args(argv)
+    from bench.data import check_tasks, fetch, verify
+
+    check_tasks(args.tasks)
+    if args.action == "fetch":
+        if args.to is None:
+            raise ConfigError("data fetch needs --to DIR")
+        written = fetch(args.tasks, args.to, base=args.mirror, timeout=args.timeout)
+        print(f"{len(written)} file(s) written to {args.to}; every checksum matches")
+        return 0
+    folder = args.data_dir or default_data_dir()
+    if folder is None:
+        raise ConfigError("no data folder: pass --data-dir or set BENCH_DATA_DIR")
+    problems = verify(args.tasks, folder)
+    for problem in problems:
+        print(problem)
+    print(f"{folder}: " + ("every checksum matches" if not problems else f"{len(problems)} problem(s)"))
+    return 1 if problems else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
@@ -385,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] in SUBCOMMANDS:
         argv = argv[1:]
     handler = {"run": cmd_run, "list": cmd_list, "report": cmd_report, "compare": cmd_compare,
-               "simulate": cmd_simulate, "perf": cmd_perf}[command]
+               "simulate": cmd_simulate, "perf": cmd_perf, "data": cmd_data}[command]
     try:
         return handler(argv)
     except BenchError as exc:

@@ -69,10 +69,3 @@ class AquaRat(Task):
 
     def score(self, predictions: Sequence[str], items: Sequence[Item], outputs: Sequence[str]) -> list[float]:
         return [float(p == it.answer) for p, it in zip(predictions, items)]
-
-    def load_hub(self, split: str) -> list[Item]:  # pragma: no cover - needs internet
-        from datasets import load_dataset
-
-        name = {"pool": "train", "validation": "validation", "test": "test"}[split]
-        ds = load_dataset("deepmind/aqua_rat", "raw")[name]
-        return [self.parse_row(r, f"hub-{name}:{i}") for i, r in enumerate(ds)]

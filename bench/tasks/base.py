@@ -91,32 +91,33 @@ class Task(ABC):
     instruction: str
     lang: str = "en"  # language of gold outputs, for BERTScore
     stop: tuple[str, ...] = ("[Question]",)
-    hub_note: str = ""
 
     # ---- data -------------------------------------------------------------------------------
     @abstractmethod
     def parse_row(self, row: dict, row_id: str) -> Item: ...
 
-    def load_hub(self, split: str) -> list[Item]:  # pragma: no cover - needs internet
-        raise ConfigError(f"task {self.name} has no hub loader")
-
     def load_splits(self, data_dir: Path | None, *, n_test: int | None, n_val: int, pool_size: int | None,
                     seed: int, source: str = "local") -> Splits:
-        """Load, de-duplicate against test, and subsample the three splits reproducibly."""
+        """Load, de-duplicate against test, and subsample the three splits reproducibly. source "hub": the
+        bundled files downloaded from their pinned sources into a cache folder (bench/data.py), so the splits
+        are exactly the bundled ones."""
         if source == "hub":
-            pool_all, val_all, test_all = (self.load_hub(s) for s in ("pool", "validation", "test"))
+            from bench.data import MANIFEST, hub_data_dir
+
+            if self.name not in MANIFEST:
+                raise DataError(f"task '{self.name}' has no pinned sources for --data-source hub; use --data-dir")
+            data_dir = hub_data_dir([self.name])
+        if data_dir is None:
+            raise DataError("no data folder: pass --data-dir or set BENCH_DATA_DIR")
+        folder = Path(data_dir) / self.spec.folder
+        if not folder.is_dir():
+            raise DataError(f"data folder for task '{self.name}' not found: {folder}")
+        pool_all = read_jsonl(folder / self.spec.pool, self.parse_row, "pool")
+        test_all = read_jsonl(folder / self.spec.test, self.parse_row, "test")
+        if self.spec.validation is None:
+            pool_all, val_all = self.carve_validation(pool_all, seed=0)
         else:
-            if data_dir is None:
-                raise DataError("no data folder: pass --data-dir or set BENCH_DATA_DIR")
-            folder = Path(data_dir) / self.spec.folder
-            if not folder.is_dir():
-                raise DataError(f"data folder for task '{self.name}' not found: {folder}")
-            pool_all = read_jsonl(folder / self.spec.pool, self.parse_row, "pool")
-            test_all = read_jsonl(folder / self.spec.test, self.parse_row, "test")
-            if self.spec.validation is None:
-                pool_all, val_all = self.carve_validation(pool_all, seed=0)
-            else:
-                val_all = read_jsonl(folder / self.spec.validation, self.parse_row, "validation")
+            val_all = read_jsonl(folder / self.spec.validation, self.parse_row, "validation")
         rng = random.Random(seed)
         test = _subsample(test_all, n_test, rng)
         val = _subsample(val_all, n_val, rng)

@@ -68,14 +68,3 @@ class GSM8K(Task):
 
     def score(self, predictions: Sequence[str], items: Sequence[Item], outputs: Sequence[str]) -> list[float]:
         return [float(numbers_equal(p, it.answer)) for p, it in zip(predictions, items)]
-
-    def load_hub(self, split: str) -> list[Item]:  # pragma: no cover - needs internet
-        from datasets import load_dataset
-
-        ds = load_dataset("openai/gsm8k", "main")
-        if split == "test":
-            rows = ds["test"]
-        else:
-            pool, val = self.carve_validation([self.parse_row(r, f"hub-train:{i}") for i, r in enumerate(ds["train"])], 0)
-            return pool if split == "pool" else val
-        return [self.parse_row(r, f"hub-test:{i}") for i, r in enumerate(rows)]

@@ -21,7 +21,6 @@ class WMT19(Task):
     instruction = WMT_INSTRUCTION
     lang = "zh"
     stop = ("\n", "[English]")
-    hub_note = "hub wmt19 zh-en has train and newstest2018 only; newstest2019 must come from a local folder"
 
     def __init__(self, bertscore: BertScore | None = None):
         self.bertscore = bertscore or BertScore()
@@ -53,15 +52,3 @@ class WMT19(Task):
 
     def extra_metrics(self, outputs: Sequence[str], items: Sequence[Item]) -> dict[str, list[float]]:
         return {"chrf": [self.chrf.sentence(o, it.answer) for o, it in zip(outputs, items)]}
-
-    def load_hub(self, split: str) -> list[Item]:  # pragma: no cover - needs internet
-        from datasets import load_dataset
-
-        if split == "test":
-            from bench.errors import DataError
-
-            raise DataError(self.hub_note)
-        name = {"pool": "train", "validation": "validation"}[split]
-        ds = load_dataset("wmt/wmt19", "zh-en")[name]
-        return [Item(id=f"wmt19/hub-{name}:{i}", question=r["translation"]["en"], answer=r["translation"]["zh"])
-                for i, r in enumerate(ds)]
