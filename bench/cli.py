@@ -81,7 +81,8 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--kv-cache-gib", type=float, default=4.0, help="memory cap on those batches' key/value caches")
     p.add_argument("--concurrency", type=_positive, default=4, help="parallel requests to an OpenAI server")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per server request")
-    p.add_argument("--retries", type=int, default=3, help="retries (exponential backoff) per server request")
+    p.add_argument("--retries", type=int, default=3,
+                   help="retries per server request (the openai SDK: exponential backoff, honours Retry-After)")
     p.add_argument("--data-dir", type=Path, default=None, help="folder laid out like ../shared/data (or BENCH_DATA_DIR)")
     p.add_argument("--data-source", choices=["local", "hub"], default="local",
                    help="hub: the bundled files downloaded once from their pinned sources into a cache (online)")

@@ -102,7 +102,7 @@ def test_client_caches_and_logs_server_answers(backend, tmp_path):
 
 def test_closed_port_raises_one_line_llm_error():
     base = f"http://127.0.0.1:{free_port()}/v1"  # bound, then released: nothing listens there
-    b = OpenAIBackend("m", api_base=base, retries=1, backoff_s=0.01, timeout_s=2)
+    b = OpenAIBackend("m", api_base=base, retries=1, timeout_s=2)
     began = time.monotonic()
     with pytest.raises(LLMError) as info:
         b.generate([QA], GREEDY8, seeds=[1])
@@ -115,7 +115,7 @@ def test_closed_port_raises_one_line_llm_error():
 
 def test_timeout_retries_then_raises_one_line_llm_error():
     with SlowServer(delay_s=5.0) as server:
-        b = OpenAIBackend("m", api_base=server.base_url, retries=1, backoff_s=0.01, timeout_s=0.5)
+        b = OpenAIBackend("m", api_base=server.base_url, retries=1, timeout_s=0.5)
         began = time.monotonic()
         with pytest.raises(LLMError) as info:
             b.generate([QA], GREEDY8, seeds=[1])
@@ -153,7 +153,7 @@ def test_bad_request_is_not_retried():
     thread.start()
     try:
         b = OpenAIBackend("m", api_base=f"http://127.0.0.1:{httpd.server_address[1]}/v1", retries=3,
-                          backoff_s=0.01, timeout_s=2)
+                          timeout_s=2)
         with pytest.raises(LLMError) as info:
             b.generate([QA], GREEDY8, seeds=[1])
         b.close()
@@ -164,3 +164,46 @@ def test_bad_request_is_not_retried():
     assert len(hits) == 1
     msg = one_line_error(info.value)
     assert "after 1 attempt:" in msg and "BadRequestError" in msg
+
+
+def test_rate_limit_is_retried_after_the_servers_retry_after():
+    """A 429 with Retry-After is retried by the SDK after the time the server asked for, then succeeds."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    import threading
+
+    hits = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            hits.append(time.monotonic())
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if len(hits) == 1:
+                body, status, extra = b'{"error": {"message": "slow down"}}', 429, {"Retry-After": "1"}
+            else:
+                body = json.dumps({"id": "x", "object": "text_completion", "created": 0, "model": "m",
+                                   "choices": [{"index": 0, "text": " 42", "finish_reason": "stop",
+                                                "logprobs": None}],
+                                   "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}).encode()
+                status, extra = 200, {}
+            self.send_response(status)
+            for name, value in {"Content-Type": "application/json", "Content-Length": str(len(body)), **extra}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        b = OpenAIBackend("m", api_base=f"http://127.0.0.1:{httpd.server_address[1]}/v1", retries=2, timeout_s=5)
+        out = b.generate([QA], GREEDY8, seeds=[1])
+        b.close()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
+    assert len(hits) == 2 and out[0].text == " 42"
+    assert hits[1] - hits[0] >= 0.9  # waited as the server asked

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
@@ -14,12 +13,13 @@ class OpenAIBackend(Backend):
     """Completions API for raw prompts (base models), chat API for chat-only models.
 
     Requests run concurrently (bounded), so servers with prefix caching see a pull's shared prefix
-    back to back. Failures are retried with exponential backoff, then become one LLMError.
+    back to back. Retries are the openai SDK's (`max_retries`: exponential backoff with jitter, honouring
+    Retry-After, on connection errors, timeouts, 408/409/429 and 5xx); what is left becomes one LLMError
+    that says how many attempts were sent.
     """
 
     def __init__(self, model: str, *, api_base: str | None = None, api_key_env: str = "OPENAI_API_KEY",
-                 api: str = "completions", concurrency: int = 4, timeout_s: float = 120.0, retries: int = 3,
-                 backoff_s: float = 1.0):
+                 api: str = "completions", concurrency: int = 4, timeout_s: float = 120.0, retries: int = 3):
         from openai import OpenAI
 
         if api not in ("completions", "chat"):
@@ -30,28 +30,29 @@ class OpenAIBackend(Backend):
         self.model_id = f"openai:{model}@{self.api_base}:{api}"
         self.batch_size = max(1, concurrency)
         self.retries = retries
-        self.backoff_s = backoff_s
         key = os.environ.get(api_key_env) or "not-needed"  # local servers accept any key
-        self.client = OpenAI(base_url=self.api_base, api_key=key, timeout=timeout_s, max_retries=0)
+        self.client = OpenAI(base_url=self.api_base, api_key=key, timeout=timeout_s, max_retries=retries)
         self.pool = ThreadPoolExecutor(max_workers=self.batch_size)
 
+    def _attempts(self, exc: Exception) -> int:
+        """Requests the SDK sent before giving up: every retry for what it retries (connection errors and
+        timeouts, 408, 409, 429, 5xx; the SDK's documented rule), one for any other error."""
+        from openai import APIConnectionError  # APITimeoutError is one too
+
+        status = getattr(exc, "status_code", None)
+        retried = isinstance(exc, APIConnectionError) or (status is not None and (status in (408, 409, 429)
+                                                                                   or status >= 500))
+        return self.retries + 1 if retried else 1
+
     def _with_retries(self, fn):
-        last, attempts = None, 0
-        for attempt in range(self.retries + 1):
-            attempts += 1  # counted, not assumed: a 4xx stops early and the message must say so
-            try:
-                return fn()
-            except Exception as exc:  # openai raises APIConnectionError, APITimeoutError, APIStatusError
-                last = exc
-                status = getattr(exc, "status_code", None)
-                if status is not None and 400 <= status < 500 and status not in (408, 409, 429):
-                    break  # a bad request does not get better by retrying
-                if attempt < self.retries:
-                    time.sleep(self.backoff_s * 2 ** attempt)
-        lines = str(last).strip().splitlines()
-        detail = lines[0] if lines else type(last).__name__
-        raise LLMError(f"LLM server {self.api_base} failed after {attempts} attempt{'s' * (attempts != 1)}: "
-                       f"{type(last).__name__}: {detail}")
+        try:
+            return fn()
+        except Exception as exc:  # openai raises APIConnectionError, APITimeoutError, APIStatusError
+            attempts = self._attempts(exc)
+            lines = str(exc).strip().splitlines()
+            detail = lines[0] if lines else type(exc).__name__
+            raise LLMError(f"LLM server {self.api_base} failed after {attempts} attempt{'s' * (attempts != 1)}: "
+                           f"{type(exc).__name__}: {detail}") from None
 
     def _one(self, prompt: str, params: GenerationParams, seed: int) -> RawGeneration:
         common = dict(model=self.model, max_tokens=params.max_new_tokens, temperature=params.temperature,
