@@ -127,6 +127,10 @@ def test_compare_flags_score_drop_and_call_rise(tmp_path):
     assert [c.what for c in compare(drop, ref, 0.05, 0.05) if not c.ok] == ["score"]
     assert [c.what for c in compare(more, ref, 0.05, 0.05) if not c.ok] == ["llm_calls"]
     assert [c.what for c in compare({"runs": []}, ref, 0.05, 0.05) if not c.ok] == ["present"]
+    # a replayed selection made no selection call: fewer calls must not pass as "no regression"
+    replayed = {"runs": [{**ok["runs"][0], "llm_calls": {"selection": 0, "inference": 5},
+                          "selection_reused_from": "runs/selections"}]}
+    assert [c.what for c in compare(replayed, ref, 0.05, 0.05) if not c.ok] == ["fitted"]
 
 
 def test_compare_cli_exit_codes(tmp_path, capsys):

@@ -292,3 +292,14 @@ def test_progress_without_a_terminal_logs_throttled_lines(capsys):
     off = Progress(5, "y", enabled=False, every=0.0)
     off.update(5)
     assert "[bench]" not in capsys.readouterr().err
+
+
+def test_plugin_module_is_found_in_the_current_folder_without_it_on_sys_path(tmp_path, monkeypatch, plugin):
+    (tmp_path / "cwd_plugin_mod.py").write_text(PLUGIN.format(name="first-k-test", comment=""))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    try:
+        base.load_plugin("cwd_plugin_mod")  # as `icl-bench --plugin cwd_plugin_mod` run from this folder
+        assert "first-k-test" in base.available()
+    finally:
+        sys.modules.pop("cwd_plugin_mod", None)
