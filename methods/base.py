@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal
 
 
 from bench.errors import ConfigError
+from bench.registry import registrar
 from bench.items import Item
 
 ENTRY_POINT_GROUP = "bench.selectors"
@@ -102,19 +103,8 @@ class Selector(ABC):
 SELECTORS: dict[str, type[Selector]] = {}
 
 
-def register(name: str):
-    """Class decorator: ``@register("knn")`` makes the selector available to the CLI."""
-
-    def wrap(cls: type[Selector]) -> type[Selector]:
-        if not (isinstance(cls, type) and issubclass(cls, Selector)):
-            raise TypeError(f"@register('{name}') needs a Selector subclass")
-        if name in SELECTORS and SELECTORS[name] is not cls:
-            raise ConfigError(f"selector name '{name}' is already registered by {SELECTORS[name].__module__}")
-        cls.name = name
-        SELECTORS[name] = cls
-        return cls
-
-    return wrap
+register = registrar(SELECTORS, Selector, "selector", "register")
+register.__doc__ = """Class decorator: ``@register("knn")`` makes the selector available to the CLI."""
 
 
 def load_builtin() -> None:

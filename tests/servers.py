@@ -126,3 +126,34 @@ class SlowServer:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5)
+
+
+@contextlib.contextmanager
+def scripted_server(respond) -> Iterator[tuple[str, list[float]]]:
+    """A loopback OpenAI-style server: `respond(n)` gives (status, JSON body bytes, extra headers) for the n-th
+    POST (from 1). Yields (base URL …/v1, the arrival time of every request)."""
+    hits: list[float] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            hits.append(time.monotonic())
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            status, body, extra = respond(len(hits))
+            self.send_response(status)
+            for name, value in {"Content-Type": "application/json", "Content-Length": str(len(body)), **extra}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer((HOST, 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://{HOST}:{httpd.server_address[1]}/v1", hits
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)

@@ -9,7 +9,7 @@ import pytest
 from bench.errors import LLMError
 from bench.llm import CallCache, CallLog, CallScope, GenerationParams, LLMClient
 from bench.llm.openai_backend import OpenAIBackend
-from servers import PROXY_VARS, SlowServer, free_port, llama_server
+from servers import PROXY_VARS, SlowServer, free_port, llama_server, scripted_server
 
 GREEDY8 = GenerationParams(max_new_tokens=8, temperature=0.0)
 QA = "[Question]: 2+2?\n[Answer]:"
@@ -129,38 +129,12 @@ def test_timeout_retries_then_raises_one_line_llm_error():
 
 def test_bad_request_is_not_retried():
     """A 4xx (other than 408/409/429) fails at once, and the message counts the one attempt made."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    import threading
-
-    hits = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
-            hits.append(1)
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            body = b'{"error": {"message": "bad prompt", "type": "invalid_request_error"}}'
-            self.send_response(400)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        b = OpenAIBackend("m", api_base=f"http://127.0.0.1:{httpd.server_address[1]}/v1", retries=3,
-                          timeout_s=2)
+    bad = b'{"error": {"message": "bad prompt", "type": "invalid_request_error"}}'
+    with scripted_server(lambda n: (400, bad, {})) as (base, hits):
+        b = OpenAIBackend("m", api_base=base, retries=3, timeout_s=2)
         with pytest.raises(LLMError) as info:
             b.generate([QA], GREEDY8, seeds=[1])
         b.close()
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
     assert len(hits) == 1
     msg = one_line_error(info.value)
     assert "after 1 attempt:" in msg and "BadRequestError" in msg
@@ -168,42 +142,16 @@ def test_bad_request_is_not_retried():
 
 def test_rate_limit_is_retried_after_the_servers_retry_after():
     """A 429 with Retry-After is retried by the SDK after the time the server asked for, then succeeds."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    import threading
+    answer = json.dumps({"id": "x", "object": "text_completion", "created": 0, "model": "m",
+                         "choices": [{"index": 0, "text": " 42", "finish_reason": "stop", "logprobs": None}],
+                         "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}).encode()
 
-    hits = []
+    def respond(n):
+        return (429, b'{"error": {"message": "slow down"}}', {"Retry-After": "1"}) if n == 1 else (200, answer, {})
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
-            hits.append(time.monotonic())
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            if len(hits) == 1:
-                body, status, extra = b'{"error": {"message": "slow down"}}', 429, {"Retry-After": "1"}
-            else:
-                body = json.dumps({"id": "x", "object": "text_completion", "created": 0, "model": "m",
-                                   "choices": [{"index": 0, "text": " 42", "finish_reason": "stop",
-                                                "logprobs": None}],
-                                   "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}).encode()
-                status, extra = 200, {}
-            self.send_response(status)
-            for name, value in {"Content-Type": "application/json", "Content-Length": str(len(body)), **extra}.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        b = OpenAIBackend("m", api_base=f"http://127.0.0.1:{httpd.server_address[1]}/v1", retries=2, timeout_s=5)
+    with scripted_server(respond) as (base, hits):
+        b = OpenAIBackend("m", api_base=base, retries=2, timeout_s=5)
         out = b.generate([QA], GREEDY8, seeds=[1])
         b.close()
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
     assert len(hits) == 2 and out[0].text == " 42"
     assert hits[1] - hits[0] >= 0.9  # waited as the server asked

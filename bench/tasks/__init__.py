@@ -5,6 +5,7 @@ from importlib.metadata import entry_points
 
 from bench.errors import ConfigError
 from bench.metrics import BertScore
+from bench.registry import registrar
 from bench.tasks.aquarat import AquaRat
 from bench.tasks.base import Splits, Task
 from bench.tasks.gsm8k import GSM8K
@@ -14,19 +15,8 @@ ENTRY_POINT_GROUP = "bench.tasks"
 TASKS: dict[str, type[Task]] = {"gsm8k": GSM8K, "aquarat": AquaRat, "wmt19": WMT19}
 
 
-def register_task(name: str):
-    """Class decorator: make a Task subclass available as `--tasks NAME` (from a --plugin module, say)."""
-
-    def wrap(cls: type[Task]) -> type[Task]:
-        if not (isinstance(cls, type) and issubclass(cls, Task)):
-            raise TypeError(f"@register_task('{name}') needs a Task subclass")
-        if name in TASKS and TASKS[name] is not cls:
-            raise ConfigError(f"task name '{name}' is already registered by {TASKS[name].__module__}")
-        cls.name = name
-        TASKS[name] = cls
-        return cls
-
-    return wrap
+register_task = registrar(TASKS, Task, "task", "register_task")
+register_task.__doc__ = """Class decorator: make a Task subclass available as `--tasks NAME` (from a --plugin module, say)."""
 
 
 def load_task_entry_points() -> None:
