@@ -29,6 +29,7 @@ class ItemRecord:
     demo_questions: list[str] = field(default_factory=list)  # the demonstrations' questions (truncated)
     select_info: dict = field(default_factory=dict)  # what select() did for this item (Selector.select_info)
     prompt: str = ""  # the full prompt, with --log-prompts
+    full_output: str = ""  # the whole generation when it held a reasoning block (output keeps the answer part)
 
 
 @dataclass

@@ -29,6 +29,7 @@ from bench.records import FitSummary, ItemRecord, append_jsonl, read_fits, read_
 from bench.selections import ReplaySelector, SelectionStore, selection_key
 from reports.costs import PriceTable
 from bench.tasks import Task, make_task
+from bench.tasks.base import THINK_CLOSE, THINK_OPEN
 from methods.ltr_base import DEARICL_DATA, LTR_DATA
 from methods.base import FitContext, accepted_params, available, code_version, create, load_plugin
 
@@ -396,7 +397,8 @@ class Runner:
                     select_s=round(select_s[i], 6), extra={k: v[i] for k, v in extras.items()},
                     llm=self.client.backend.model_id, selection_llm=self.selection_client.backend.model_id,
                     query=item.question[:400], demo_questions=[d.question[:400] for d in demos[i]],
-                    select_info=infos[i], prompt=prompts[i] if self.cfg.log_prompts else ""))
+                    select_info=infos[i], prompt=prompts[i] if self.cfg.log_prompts else "",
+                    full_output=gens[i].text if THINK_CLOSE in gens[i].text or THINK_OPEN in gens[i].text else ""))
             append_jsonl(records_path, rows)
             picked.update({item.id: demos[i] for i, item in enumerate(chunk)})
             bar.update(len(chunk))

@@ -58,3 +58,29 @@ def test_aquarat_letter(output, expected):
 
 def test_format_options_matches_paper_layout():
     assert format_options(["A)21", "B)21.5", "C) 22", "D)22.5", "E)23"]) == "A) 21, B) 21.5, C) 22, D) 22.5, E) 23"
+
+
+@pytest.mark.parametrize("task_name, raw, expected", [
+    # the answer comes after the think block, whatever numbers the reasoning tried
+    ("gsm8k", "<think>2 + 2 might be 5... no, 4. Or 7?</think>\nThe answer is 4.", "4"),
+    # the opening tag was in the chat template: only the closing tag is generated
+    ("gsm8k", "First 3 apples, then 9 more: 12 in all.</think> The answer is 12", "12"),
+    # max tokens cut the reasoning: no answer, not a number picked out of the thoughts
+    ("gsm8k", "<think>Let me add 3 and 9 to get 12, then", ""),
+    ("aquarat", "<think>Option A is 21, option (C) looks right</think>\nThe answer is (B).", "B"),
+])
+def test_reasoning_outputs_are_read_after_the_think_block(task_name, raw, expected):
+    from bench.tasks import make_task
+
+    task = make_task(task_name)
+    assert task.extract(task.truncate(raw)) == expected
+
+
+def test_reasoning_translation_is_cut_at_stops_only_after_the_block():
+    from bench.tasks import make_task
+    from bench.tasks.base import after_reasoning
+
+    task = make_task("wmt19")
+    # the think block spans lines: the newline stop must not cut it before the answer
+    assert task.truncate("<think>Welsh AMs...\nmeans 威尔士议员\n</think>\n威尔士议员担心\n[English] next") == "威尔士议员担心"
+    assert after_reasoning("plain output, no tags") == "plain output, no tags"

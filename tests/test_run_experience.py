@@ -303,3 +303,14 @@ def test_plugin_module_is_found_in_the_current_folder_without_it_on_sys_path(tmp
         assert "first-k-test" in base.available()
     finally:
         sys.modules.pop("cwd_plugin_mod", None)
+
+
+def test_reasoning_outputs_are_scored_on_the_answer_and_kept_whole(tmp_path, data_dir, monkeypatch):
+    import json
+
+    thinking = "<think>Maybe 5? The question wants 7. Or 9.</think>\nThe answer is 7"
+    monkeypatch.setattr(runner_mod, "make_backend", lambda spec: FakeBackend(respond=lambda prompt: thinking))
+    Runner(make_config(tmp_path, data_dir, methods=["zero-shot"], tasks=["gsm8k"], n_test=2)).run()
+    records = [json.loads(line) for line in (tmp_path / "run" / "records.jsonl").read_text().splitlines()]
+    assert all(r["prediction"] == "7" and r["output"] == "The answer is 7" for r in records)
+    assert all(r["full_output"] == thinking for r in records)

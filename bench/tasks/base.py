@@ -154,7 +154,9 @@ class Task(ABC):
 
     # ---- judging ----------------------------------------------------------------------------
     def truncate(self, output: str) -> str:
-        """Cut a continuation at the first stop string (a base model goes on writing exemplars)."""
+        """The answer part of a continuation: after a reasoning model's think block, cut at the first stop
+        string (a base model goes on writing exemplars)."""
+        output = after_reasoning(output)
         cut = len(output)
         for stop in self.stop:
             pos = output.find(stop)
@@ -175,6 +177,20 @@ class Task(ABC):
 
     def extra_metrics(self, outputs: Sequence[str], items: Sequence[Item]) -> dict[str, list[float]]:
         return {}
+
+
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+
+
+def after_reasoning(text: str) -> str:
+    """What a reasoning model (DeepSeek-R1 and its distills) answers after `<think>…</think>`. The opening
+    tag may be missing (chat templates often put it in the prompt). A think block left open, as when
+    max tokens cut it, holds no answer: ''. Text without think tags is returned as it is."""
+    if THINK_CLOSE in text:
+        return text.rsplit(THINK_CLOSE, 1)[1].lstrip()  # the answer starts after the block's line break
+    if THINK_OPEN in text:
+        return ""
+    return text
 
 
 def _subsample(items: list[Item], n: int | None, rng: random.Random) -> list[Item]:
