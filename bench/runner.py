@@ -22,7 +22,7 @@ from bench.log import LOG, Progress, run_log
 from bench.provenance import environment
 from bench.llm import CallCache, CallLog, CallScope, GenerationParams, LLMClient, LLMSpec, make_backend
 from bench.llm.cache import text_hash
-from bench.llm.registry import resolve
+from bench.llm.registry import provides_loglik, resolve
 from bench.metrics import BertScore, BertScoreConfig
 from bench.oracle import RewardOracle
 from bench.records import FitSummary, ItemRecord, append_jsonl, read_fits, read_records
@@ -144,10 +144,14 @@ class Runner:
         for name in config.method_params:
             if name != "*" and name not in known:
                 raise ConfigError(f"--param names unknown method '{name}'")
+        scores, why_not = provides_loglik(config.oracle_llm) if config.llm_backend is None else (True, "")
         for name in self.methods:
             selector = self._selector(name)  # parameter names and values checked up front
             for task in self.tasks:
                 selector.check_task(task)
+            if selector.needs_loglik and not scores:
+                raise ConfigError(f"{name} needs log-likelihoods, which the selection LLM "
+                                  f"'{config.oracle_llm.name}' cannot give here: {why_not}")
         self.out = Path(config.out)
         # an occupied --out fails here, before anything is written (a --dry-run writes nothing and skips it)
         self.run_methods = self._check_out() if check_out else self.methods

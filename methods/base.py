@@ -52,6 +52,8 @@ class Selector(ABC):
     table_group: ClassVar[str] = ""
     #: whether `--methods all` includes it (data-ablation variants are asked for with --ltr-data)
     in_all: ClassVar[bool] = True
+    #: whether `fit` scores continuations by log-likelihood (ctx.oracle.loglik): not every backend can
+    needs_loglik: ClassVar[bool] = False
 
     def __init__(self, k: int = 5):
         self.k = k

@@ -145,6 +145,7 @@ def seed_lists(ranked: list[tuple[tuple[int, ...], float]], n: int, k: int, size
 @register("lens")
 class Lens(Selector):
     level = "task"
+    needs_loglik = True  # scores candidates by the gold output's log-likelihood
 
     def __init__(self, k: int = 5, indication_size: int = 14, keep: int = 500, max_candidates: int | None = None,
                  diversity: float = 4.0, beam: int = 8, iterations: int = 10, swaps: int = 6, shuffles: int = 2,

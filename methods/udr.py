@@ -209,6 +209,7 @@ class UDRTraining:
 @register("udr")
 class UDR(Selector):
     level = "instance"
+    needs_loglik = True  # scores candidates by the gold output's log-likelihood
 
     def __init__(self, k: int = 5, n_train_queries: int = 200, n_candidates: int = 50, bm25_field: str = "output",
                  rounds: int = 3, epochs: int = 10, lr: float = 1.3e-4, batch_queries: int = 16, sample_size: int = 8,

@@ -120,3 +120,25 @@ def test_subcommand_help_shows_defaults_and_n_test_takes_all(capsys):
     assert "demonstrations per prompt (default: 5)" in help_text
     assert _count_or_all("all") is None and _count_or_all("7") == 7
     assert run_parser().parse_args(["--n-test", "all"]).n_test is None
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--methods", "lens", "--llm", "gpt-4o-mini"], "lens needs log-likelihoods, which the selection LLM 'gpt-4o-mini' "
+                                                    "cannot give here: the chat API returns no prompt"),
+    (["--methods", "knn,udr", "--llm", "llama3.2-3b", "--backend", "ollama"], "udr needs log-likelihoods"),
+    (["--methods", "udr", "--llm", "gemma3-270m", "--selection-llm", "llama3.2-3b", "--selection-backend", "ollama"],
+     "which the selection LLM 'llama3.2-3b' cannot give here: ollama"),
+])
+def test_loglik_selectors_on_backends_without_logprobs_fail_first(tmp_path, args, message):
+    proc = bench(*args, "--tasks", "gsm8k", "--out", str(tmp_path / "r"))
+    assert_one_line_error(proc, message)
+    assert not (tmp_path / "r").exists()
+
+
+def test_openai_backend_names_the_hugging_face_id_vllm_serves():
+    from bench.llm.registry import LLMSpec, provides_loglik, resolve
+
+    assert resolve(LLMSpec("llama3.2-3b", backend="openai")) == ("openai", "meta-llama/Llama-3.2-3B-Instruct")
+    assert resolve(LLMSpec("deepseek-r1-7b", backend="ollama")) == ("ollama", "deepseek-r1:7b")
+    assert provides_loglik(LLMSpec("llama3.2-3b", backend="openai", api_base="http://x/v1")) == (True, "")
+    assert provides_loglik(LLMSpec("gemma3-270m"))[0]

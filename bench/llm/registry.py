@@ -21,11 +21,13 @@ ALIASES: dict[str, Alias] = {
     "gemma3-270m": Alias("embedded", {"embedded": "gemma3-270m"},
                          note="Gemma 3 270M base, GGUF Q4_K_M from PyPI; runs offline on CPU (smoke scale)"),
     "llama3.2-3b": Alias("hf", {"hf": "meta-llama/Llama-3.2-3B-Instruct", "ollama": "llama3.2:3b",
-                                "openai": "llama3.2:3b"}, note="the paper's main model"),
+                                "openai": "meta-llama/Llama-3.2-3B-Instruct"},  # the id vLLM serves
+                         note="the paper's main model"),
     "gpt-4o-mini": Alias("openai", {"openai": "gpt-4o-mini"}, openai_api="chat",
                          note="OpenAI API, chat completions; key from OPENAI_API_KEY"),
     "deepseek-r1-7b": Alias("hf", {"hf": "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "ollama": "deepseek-r1:7b",
-                                   "openai": "deepseek-r1:7b"}, note="DeepSeek-R1-Distill-Qwen-7B"),
+                                   "openai": "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"},  # the id vLLM serves
+                            note="DeepSeek-R1-Distill-Qwen-7B (a reasoning model: <think> blocks)"),
 }
 BACKENDS = ("embedded", "hf", "openai", "ollama")
 
@@ -67,6 +69,22 @@ def resolve(spec: LLMSpec) -> tuple[str, str]:
         raise ConfigError(f"LLM '{spec.name}' is not available on backend '{backend}' "
                           f"(available: {', '.join(alias.names)})")
     return backend, alias.names[backend]
+
+
+def provides_loglik(spec: LLMSpec) -> tuple[bool, str]:
+    """Whether the spec's backend can score continuations (and why not), known before anything loads:
+    hf and embedded compute them; an OpenAI-compatible completions endpoint returns them with echo + logprobs
+    (vLLM, llama.cpp's server); the chat API and ollama's OpenAI endpoint do not."""
+    backend, _model = resolve(spec)
+    if backend in ("hf", "embedded"):
+        return True, ""
+    if backend == "ollama":
+        return False, "ollama's OpenAI endpoint returns no prompt log-probabilities"
+    alias = ALIASES.get(spec.name)
+    api = spec.api or (alias.openai_api if alias else "completions")
+    if api == "chat":
+        return False, "the chat API returns no prompt log-probabilities (use --openai-api completions)"
+    return True, ""
 
 
 def make_backend(spec: LLMSpec) -> Backend:
