@@ -12,7 +12,7 @@ def bootstrap_ci(values, confidence: float = 0.95, resamples: int = 2000, seed: 
                                                                                                   float | None]:
     """A bootstrap confidence interval for the mean over items (scipy, BCa; percentile when BCa is undefined,
     as when every item scored the same). (None, None) below 2 items."""
-    data = np.asarray(values, dtype=float)
+    data = np.sort(np.asarray(values, dtype=float))  # the same interval whatever order the records were merged in
     if len(data) < 2:
         return None, None
     if np.all(data == data[0]):

@@ -32,6 +32,9 @@ def results_without_timing(out: Path) -> list[dict]:
     for r in runs:
         r = {k: v for k, v in r.items() if k not in ("selection_seconds", "inference_seconds_per_query")}
         r["score"] = round(r["score"], 6)
+        # intervals are bootstraps of those scores: equal to the same float32 rounding
+        r["ci_low"], r["ci_high"] = (None if v is None else round(v, 5) for v in (r["ci_low"], r["ci_high"]))
+        r["extra_ci"] = {k: [None if v is None else round(v, 5) for v in ci] for k, ci in r["extra_ci"].items()}
         r["tokens"] = {phase: {k: v for k, v in t.items() if k != "prefilled_tokens"} for phase, t in r["tokens"].items()}
         kept.append(r)
     return kept

@@ -314,3 +314,12 @@ def test_reasoning_outputs_are_scored_on_the_answer_and_kept_whole(tmp_path, dat
     records = [json.loads(line) for line in (tmp_path / "run" / "records.jsonl").read_text().splitlines()]
     assert all(r["prediction"] == "7" and r["output"] == "The answer is 7" for r in records)
     assert all(r["full_output"] == thinking for r in records)
+
+
+def test_bootstrap_interval_does_not_depend_on_record_order():
+    import numpy as np
+
+    from reports.stats import bootstrap_ci
+
+    values = np.random.default_rng(1).random(30)
+    assert bootstrap_ci(values) == bootstrap_ci(values[::-1]) == bootstrap_ci(np.random.default_rng(2).permutation(values))
