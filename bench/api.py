@@ -73,14 +73,10 @@ def evaluate(methods, tasks=None, llm="gemma3-270m", **options) -> dict:
         options["tasks"] = [tasks] if isinstance(tasks, str) else list(tasks)
     parser = run_parser()
     parser.exit_on_error = False
-    instance_names = set(instances)
-    # instance names are not in the registry: parse with a placeholder and put them back after
-    argv = _as_argv({**options, "methods": [n for n in names if n not in instance_names] or ["zero-shot"]}, parser)
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(_as_argv(options, parser))  # method names are checked by the Runner
     except argparse.ArgumentError as exc:
         raise ConfigError(f"bench.evaluate: {exc}") from None
-    args.methods = names
     shown = ", ".join(f"{k}={v!r}" for k, v in options.items() if k not in ("methods", "llm"))
     command = f"bench.evaluate(methods={names!r}, llm={llm!r}{', ' + shown if shown else ''})"
     with tempfile.TemporaryDirectory(prefix="bench-evaluate-") as scratch:

@@ -57,14 +57,17 @@ def plan(runner) -> list[PlanRow]:
     for task in runner.tasks:
         splits = runner.splits[task.name]
         high = cfg.generation.max_new_tokens
+        profiles: dict[int, tuple[int, int]] = {}  # demonstrations per prompt -> token profile
         for method in runner.methods:
             selector = runner._selector(method)
-            prompt, answer = task_token_profile(task, splits, selector.demos_per_prompt())
-            bound = selector.selection_call_bound(len(splits.validation), len(splits.test))
-            exact = bound == 0
-            if cfg.llm_budget is not None:
-                bound = cfg.llm_budget if bound is None else min(bound, cfg.llm_budget)
-            rows.append(PlanRow(method, task.name, bound, exact, len(splits.test), prompt, min(answer, high), high))
+            k = selector.demos_per_prompt()
+            if k not in profiles:
+                profiles[k] = task_token_profile(task, splits, k)
+            prompt, answer = profiles[k]
+            n_val, n_test = len(splits.validation), len(splits.test)
+            bound = selector.capped_call_bound(n_val, n_test, cfg.llm_budget)
+            exact = selector.selection_call_bound(n_val, n_test) == 0
+            rows.append(PlanRow(method, task.name, bound, exact, n_test, prompt, min(answer, high), high))
     return rows
 
 

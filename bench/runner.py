@@ -253,7 +253,7 @@ class Runner:
                 LOG.info("task %s: %d pool, %d validation, %d test items", task.name, len(splits.pool),
                          len(splits.validation), len(splits.test))
                 for method in self.methods:
-                    self._run_one(task, self.splits[task.name], method, done, records_path)
+                    self._run_one(task, splits, method, done, records_path)
                     overall.update()
             overall.close()
         finally:
@@ -326,9 +326,7 @@ class Runner:
                          oracle=oracle, seed=self.cfg.seed, k=selector.k, budget=self.cfg.llm_budget)
         LOG.info("fit %s on %s%s", selector.name, task.name,
                  f" (budget {self.cfg.llm_budget} selection calls)" if self.cfg.llm_budget else "")
-        bound = selector.selection_call_bound(len(splits.validation), len(splits.test))
-        if self.cfg.llm_budget is not None:
-            bound = self.cfg.llm_budget if bound is None else min(bound, self.cfg.llm_budget)
+        bound = selector.capped_call_bound(len(splits.validation), len(splits.test), self.cfg.llm_budget)
         bar = Progress(bound or None, f"fit {selector.name}/{task.name}", self.cfg.progress and self.dist.is_main,
                        unit="selection calls")
         oracle.on_calls = bar.set

@@ -79,6 +79,13 @@ class Selector(ABC):
         None when only the budget bounds them. The default claims nothing."""
         return None
 
+    def capped_call_bound(self, n_val: int, n_test: int, budget: int | None) -> int | None:
+        """selection_call_bound capped by --llm-budget; None when neither bounds the calls."""
+        bound = self.selection_call_bound(n_val, n_test)
+        if budget is None:
+            return bound
+        return budget if bound is None else min(bound, budget)
+
     def select_info(self) -> dict:
         """What the last `select` did, stored on its record (e.g. a per-query bandit's pulls and calls)."""
         return {}

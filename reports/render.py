@@ -213,29 +213,30 @@ def write_report(out: Path, baseline: str | None = None, prices: PriceTable | No
     return out / "report.md"
 
 
-def seed_groups(dirs: list[Path]) -> list[list[Path]]:
-    """Run folders grouped by everything but the seed (same LLMs, settings, methods' parameters)."""
+def seed_groups(loaded: dict[Path, dict]) -> list[list[Path]]:
+    """Run folders (with their results) grouped by everything but the seed (same LLMs and settings)."""
     groups: dict[str, list[Path]] = {}
-    for folder in dirs:
-        results = load_results(Path(folder))
+    for folder, results in loaded.items():
         setting = {k: v for k, v in results.get("config", {}).items() if k != "seed"}
         key = json.dumps([setting, results.get("llm", ""), results.get("selection_llm", "")], sort_keys=True,
                          default=str)
-        groups.setdefault(key, []).append(Path(folder))
+        groups.setdefault(key, []).append(folder)
     return list(groups.values())
 
 
-def seeds_report(group: list[Path]) -> tuple[str, list[dict], dict]:
+def seeds_of(results: list[dict]) -> set:
+    return {r.get("config", {}).get("seed") for r in results}
+
+
+def seeds_report(results: list[dict], name: str) -> tuple[str, list[dict], dict]:
     """(label, runs, cells) of one setting run with several seeds: per (method, task) the scores of every
     seed that has one."""
-    results = [load_results(folder) for folder in group]
-    seeds = sorted({r.get("config", {}).get("seed") for r in results}, key=str)
     runs = [r for res in results for r in res["runs"] if tables.DATA_VARIANT not in r["method"]]
     scores: dict[tuple[str, str], list[float]] = {}
     for run in runs:
         if run.get("score") is not None:
             scores.setdefault((run["method"], run["task"]), []).append(run["score"])
-    label = f"{results[0].get('llm', '') or group[0].name} ({len(seeds)} seeds)"
+    label = f"{results[0].get('llm', '') or name} ({len(seeds_of(results))} seeds)"
     return label, runs, scores
 
 
@@ -252,18 +253,20 @@ def merged_report(dirs: list[Path], baseline: str | None = None) -> str:
     the number of seeds in brackets); otherwise one column group per run (e.g. one per inference LLM)."""
     from tabulate import tabulate
 
-    grouped = seed_groups(dirs)
-    if any(len({load_results(d).get("config", {}).get("seed") for d in group}) > 1 for group in grouped):
+    loaded = {Path(d): load_results(Path(d)) for d in dirs}  # each results.json read once
+    grouped = seed_groups(loaded)
+    if any(len(seeds_of([loaded[d] for d in group])) > 1 for group in grouped):
         columns, every_run, cells = [], [], {}
         for g, group in enumerate(grouped):
-            label, runs, scores = seeds_report(group)
+            label, runs, scores = seeds_report([loaded[d] for d in group], group[0].name)
             every_run += runs
             for task in dict.fromkeys(r["task"] for r in runs):
                 columns.append((g, label, task))
             cells.update({(g, m, t): v for (m, t), v in scores.items()})
         methods = list(dict.fromkeys(r["method"] for r in every_run))
-        rows = tables.grouped_rows(every_run, methods, lambda m: [seed_cell(cells.get((g, m, t))) if any(
-            r["method"] == m and r["task"] == t for r in every_run) else "" for g, _, t in columns],
+        present = {(r["method"], r["task"]) for r in every_run}
+        rows = tables.grouped_rows(every_run, methods, lambda m: [
+            seed_cell(cells.get((g, m, t))) if (m, t) in present else "" for g, _, t in columns],
             len(columns), "github")
         headers = ["Method"] + [f"{label}: {t}" for _, label, t in columns]
         return "\n".join(["# Seeds report", "", f"Runs: {', '.join(f'`{d}`' for d in dirs)}. Folders that differ "
@@ -272,7 +275,7 @@ def merged_report(dirs: list[Path], baseline: str | None = None) -> str:
                            tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True), ""])
     groups, labels = [], []
     for folder in dirs:
-        results = load_results(Path(folder))
+        results = loaded[Path(folder)]
         runs = [r for r in results["runs"] if tables.DATA_VARIANT not in r["method"]]
         base = tables.pick_baseline(runs, baseline)
         tests = tables.significance(read_records(Path(folder) / "records.jsonl"), base) if base else {}
@@ -289,7 +292,7 @@ def merged_report(dirs: list[Path], baseline: str | None = None) -> str:
         tables.score_cell(cell.get((i, m, t)), groups[i][1].get((m, t)), "github") for i, t in columns],
         len(columns), "github")
     headers = ["Method"] + [f"{labels[i]}: {t}" for i, t in columns]
-    selection = {load_results(Path(d)).get("selection_llm", "") for d in dirs}
+    selection = {results.get("selection_llm", "") for results in loaded.values()}
     lines = ["# Merged report", "", f"Runs: {', '.join(f'`{d}`' for d in dirs)}. One column group per run "
              f"(inference LLM); selection LLM(s): {', '.join(f'`{s}`' for s in sorted(selection) if s)}.", "",
              f"Scores ×100; {tables.DAGGER} / {tables.WORSE}: paired t-test against each run's baseline "

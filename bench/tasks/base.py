@@ -154,9 +154,11 @@ class Task(ABC):
 
     # ---- judging ----------------------------------------------------------------------------
     def truncate(self, output: str) -> str:
-        """The answer part of a continuation: after a reasoning model's think block, cut at the first stop
-        string (a base model goes on writing exemplars)."""
-        output = after_reasoning(output)
+        """The answer part of a continuation: what follows a reasoning model's think block, then `cut`."""
+        return self.cut(after_reasoning(output))
+
+    def cut(self, output: str) -> str:
+        """Cut at the first stop string (a base model goes on writing exemplars)."""
         cut = len(output)
         for stop in self.stop:
             pos = output.find(stop)

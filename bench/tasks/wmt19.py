@@ -5,7 +5,7 @@ from typing import Sequence
 
 from bench.items import Item
 from bench.metrics import BertScore, ChrF
-from bench.tasks.base import after_reasoning, require_str, SplitSpec, Task
+from bench.tasks.base import require_str, SplitSpec, Task
 
 WMT_INSTRUCTION = (
     "You are a helpful, respectful and honest assistant helping to translate news sentences from English "
@@ -35,9 +35,9 @@ class WMT19(Task):
     def format_query(self, item: Item) -> str:
         return f"[English]: {item.question}\n[Chinese]:"
 
-    def truncate(self, output: str) -> str:
-        # The translation is the first non-empty line (after a reasoning model's think block).
-        for line in after_reasoning(output).strip().splitlines():
+    def cut(self, output: str) -> str:
+        # The translation is the first non-empty line.
+        for line in output.strip().splitlines():
             for stop in self.stop[1:]:
                 line = line.split(stop)[0]
             if line.strip():
