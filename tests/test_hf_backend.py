@@ -77,16 +77,14 @@ def test_shared_prefix_outputs_equal_one_call_at_a_time(gemma, data_dir, tempera
     prefix_tokens = len(gemma.tokenizer(prefix)["input_ids"])
     suffix_tokens = [a.prompt_tokens - prefix_tokens for a in alone]
     assert len(set(suffix_tokens)) == 3  # 15, 15, 24 and 26 tokens (Gemma)
-    if gemma.spec.name == "smollm2-135m":
-        # measured: outputs identical, but the Llama tokenizer's prefix boundary sends every row down the
-        # one-at-a-time path (2,864 tokens prefilled, not prefix + suffixes): issue 13's P3 work
-        pytest.xfail("shared-prefix reuse does not engage on SmolLM2 yet")
-    # the prefix is prefilled once for the four rows
-    assert sum(g.prefilled_tokens for g in shared) == prefix_tokens + sum(suffix_tokens)
+    # the prefix is prefilled once for the four rows; a boundary token a row's tokeniser merges with its
+    # suffix ("\n\n" + "[" on SmolLM2's BPE) is prefilled with each suffix instead
+    shared_total = sum(g.prefilled_tokens for g in shared)
+    assert prefix_tokens + sum(suffix_tokens) <= shared_total <= prefix_tokens + sum(suffix_tokens) + 4
     assert sum(a.prefilled_tokens for a in alone) == 4 * prefix_tokens + sum(suffix_tokens)
     # the next call with the same prefix reuses it: only the suffix is prefilled
     again = gemma.generate_with_prefix(prefix, suffixes[:1], params, seeds[:1])
-    assert again[0].text == alone[0].text and again[0].prefilled_tokens == suffix_tokens[0]
+    assert again[0].text == alone[0].text and suffix_tokens[0] <= again[0].prefilled_tokens <= suffix_tokens[0] + 1
 
 
 def test_batches_are_capped_by_memory_and_split_rows_agree(gemma, data_dir):

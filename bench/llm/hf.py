@@ -153,19 +153,23 @@ class HFBackend(Backend):
         Each suffix is prefilled (all but its last token) on a copy of the prefix's key/value cache;
         the per-row caches are right-aligned into one batch cache, so every row keeps its own token
         positions and sliding-window neighbourhood, and greedy outputs equal one-call-at-a-time
-        generation. A suffix whose tokens merge with the prefix's at the boundary takes the plain path.
+        generation. The shared part is the prefix's tokens up to the first place where any row's own
+        tokenisation of prefix + suffix departs from them; the rest of each row is its suffix.
         """
         if not self.share_prefix or not suffixes:
             return super().generate_with_prefix(prefix, suffixes, params, seeds)
         tok = self.tokenizer
+        full_ids = [tok(prefix + suffix)["input_ids"] for suffix in suffixes]
+        # the tokens every row shares: the prefix's own tokens up to where a row's tokenisation departs
+        # (a Llama-style BPE splits the prefix's trailing "\n\n" differently before a suffix)
         prefix_ids = tok(prefix)["input_ids"]
+        prefix_ids = prefix_ids[:min(_common_length(prefix_ids, ids) for ids in full_ids)]
         results: list[RawGeneration | None] = [None] * len(suffixes)
         shared: list[tuple[int, list[int]]] = []
         plain = []
-        for i, suffix in enumerate(suffixes):
-            suffix_ids = tok(suffix, add_special_tokens=False)["input_ids"]
-            if suffix_ids and tok(prefix + suffix)["input_ids"] == prefix_ids + suffix_ids:
-                shared.append((i, suffix_ids))
+        for i, ids in enumerate(full_ids):
+            if prefix_ids and len(ids) > len(prefix_ids):
+                shared.append((i, ids[len(prefix_ids):]))
             else:
                 plain.append(i)
         if shared:
@@ -271,6 +275,16 @@ class HFBackend(Backend):
             total = logprobs[i, positions.to(logprobs.device), targets].sum().item()
             out.append(RawLoglik(logprob=total, n_tokens=n, prompt_tokens=len(c) + n))
         return out
+
+
+def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token lists."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _plain_layers(cache) -> bool:
