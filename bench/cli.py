@@ -74,6 +74,8 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["embedded", "hf", "openai", "ollama"], help="override the alias's backend")
     p.add_argument("--api-base", help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1")
     p.add_argument("--openai-api", choices=["completions", "chat"], help="which OpenAI endpoint to call")
+    p.add_argument("--chat-template", choices=["auto", "on", "off"], default="auto",
+                   help="put each prompt in the model's chat template as the user turn (auto: when it has one)")
     p.add_argument("--gguf-file", help="GGUF file name inside the --llm folder (hf backend)")
     p.add_argument("--batch-size", type=_positive, default=4, help="prompts per LLM batch")
     p.add_argument("--prefix-batch-size", type=_positive, default=32,
@@ -183,7 +185,7 @@ def run_config(args: argparse.Namespace, file_params: dict | None = None, comman
     llm = LLMSpec(name=args.llm, backend=args.backend, api_base=args.api_base, api=args.openai_api,
                   gguf_file=args.gguf_file, batch_size=args.batch_size, prefix_batch_size=args.prefix_batch_size,
                   kv_cache_gib=args.kv_cache_gib, concurrency=args.concurrency, timeout_s=args.timeout,
-                  retries=args.retries)
+                  retries=args.retries, chat_template=args.chat_template)
     generation = GenerationParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
     selection_llm = None
     if args.selection_llm or args.selection_backend:

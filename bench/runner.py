@@ -22,14 +22,14 @@ from bench.log import LOG, Progress, run_log
 from bench.provenance import environment
 from bench.llm import CallCache, CallLog, CallScope, GenerationParams, LLMClient, LLMSpec, make_backend
 from bench.llm.cache import text_hash
-from bench.llm.registry import provides_loglik, resolve
+from bench.llm.registry import check_chat_template, provides_loglik, resolve
 from bench.metrics import BertScore, BertScoreConfig
 from bench.oracle import RewardOracle
 from bench.records import FitSummary, ItemRecord, append_jsonl, read_fits, read_records
 from bench.selections import ReplaySelector, SelectionStore, selection_key
 from reports.costs import PriceTable
 from bench.tasks import Task, make_task
-from bench.tasks.base import THINK_CLOSE, THINK_OPEN
+from bench.reasoning import THINK_CLOSE, THINK_OPEN
 from methods.ltr_base import DEARICL_DATA, LTR_DATA
 from methods.base import FitContext, accepted_params, available, code_version, create, load_plugin
 
@@ -139,6 +139,8 @@ class Runner:
             resolve(config.llm)  # validates the LLM names and backends
         if config.llm_backend is None or config.selection_llm is not None:
             resolve(config.oracle_llm)
+        for spec in (config.llm, config.oracle_llm):
+            check_chat_template(spec)
         self.prices = PriceTable.load(config.prices) if config.prices else None  # a bad file fails before any work
         known = available()
         for name in config.method_params:
@@ -205,13 +207,14 @@ class Runner:
         cache = CallCache(self.cfg.cache_path or self.out / "cache.sqlite")
         name = CALLS if self.dist.world == 1 else f"calls.rank{self.dist.rank}.jsonl"
         log = CallLog(self.out / name, rank=self.dist.rank)
-        client = LLMClient(self.cfg.llm_backend or make_backend(self.cfg.llm), cache, log, self.cfg.generation)
+        client = LLMClient(self.cfg.llm_backend or make_backend(self.cfg.llm), cache, log, self.cfg.generation,
+                           self.cfg.llm.chat_template)
         cfg = self.cfg
         same_model = cfg.oracle_llm.identity() == cfg.llm.identity()
         if same_model and cfg.oracle_generation == cfg.generation:
             return client, client
         backend = client.backend if same_model else make_backend(cfg.oracle_llm)
-        return client, LLMClient(backend, cache, log, cfg.oracle_generation)
+        return client, LLMClient(backend, cache, log, cfg.oracle_generation, cfg.oracle_llm.chat_template)
 
     # ---- the run ------------------------------------------------------------------------------
     def run(self) -> dict:
@@ -236,9 +239,11 @@ class Runner:
         if self.dist.is_main and self.dist.world > 1:
             self.dist.barrier()
         self.client.backend.warm()
-        LOG.info("LLM %s loaded in %.1f s%s", self.client.backend.describe(), time.perf_counter() - began,
+        chat = [c.wrap != ("", "") for c in (self.client, self.selection_client)]  # --chat-template on fails here
+        LOG.info("LLM %s loaded in %.1f s%s%s", self.client.backend.describe(), time.perf_counter() - began,
                  "" if self.selection_client is self.client else
-                 f"; selection LLM {self.selection_client.backend.describe()}")
+                 f"; selection LLM {self.selection_client.backend.describe()}",
+                 "; prompts in the chat template" if chat[0] else "")
         self._write_out_config()
         self.store = SelectionStore(self.cfg.selections or self.out / "selections")
         records_path = self.out / (RECORDS if self.dist.world == 1 else f"records.rank{self.dist.rank}.jsonl")
@@ -384,7 +389,7 @@ class Runner:
                 if leaked:
                     raise BenchError(f"{selector.name} chose test items as demonstrations: {', '.join(leaked)}")
                 demos.append(chosen)
-            prompts = [task.render(d, it) for d, it in zip(demos, chunk)]
+            prompts = [self.client.render(task, d, it) for d, it in zip(demos, chunk)]
             gens = self._generate(task, demos, chunk, scope, params)
             outputs = [task.truncate(g.text) for g in gens]
             predictions = [task.extract(o) for o in outputs]

@@ -129,15 +129,17 @@ class SlowServer:
 
 
 @contextlib.contextmanager
-def scripted_server(respond) -> Iterator[tuple[str, list[float]]]:
+def scripted_server(respond, bodies: list | None = None) -> Iterator[tuple[str, list[float]]]:
     """A loopback OpenAI-style server: `respond(n)` gives (status, JSON body bytes, extra headers) for the n-th
-    POST (from 1). Yields (base URL …/v1, the arrival time of every request)."""
+    POST (from 1). Yields (base URL …/v1, the arrival time of every request); `bodies` collects the requests."""
     hits: list[float] = []
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self):  # noqa: N802
             hits.append(time.monotonic())
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            request = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if bodies is not None:
+                bodies.append(json.loads(request or b"{}"))
             status, body, extra = respond(len(hits))
             self.send_response(status)
             for name, value in {"Content-Type": "application/json", "Content-Length": str(len(body)), **extra}.items():

@@ -78,7 +78,7 @@ def test_reasoning_outputs_are_read_after_the_think_block(task_name, raw, expect
 
 def test_reasoning_translation_is_cut_at_stops_only_after_the_block():
     from bench.tasks import make_task
-    from bench.tasks.base import after_reasoning
+    from bench.reasoning import after_reasoning
 
     task = make_task("wmt19")
     # the think block spans lines: the newline stop must not cut it before the answer

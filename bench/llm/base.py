@@ -84,6 +84,11 @@ class Backend(ABC):
         """Continue prefix+suffix for many suffixes. Backends that can reuse the prefix override this."""
         return self.generate([prefix + s for s in suffixes], params, seeds)
 
+    def chat_template(self) -> tuple[str, str] | None:
+        """(text before, text after) one user message in the model's chat template, the assistant's turn
+        opened; None when the model has none. ('', '') means the server applies it (a chat API)."""
+        return None
+
     def warm(self) -> None:
         """Load weights / open connections up front, so the first call's latency is not load time."""
 

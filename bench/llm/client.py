@@ -14,6 +14,7 @@ from bench.items import Item
 from bench.llm.base import Backend, Generation, GenerationParams, RawGeneration
 from bench.llm.cache import CallCache, call_key
 from bench.llm.calllog import CallLog, CallRecord, CallScope
+from bench.llm.registry import chat_wrap
 
 
 def row_seed(key: str) -> int:
@@ -23,11 +24,27 @@ def row_seed(key: str) -> int:
 
 class LLMClient:
     def __init__(self, backend: Backend, cache: CallCache | None = None, log: CallLog | None = None,
-                 params: GenerationParams = GenerationParams()):
+                 params: GenerationParams = GenerationParams(), chat_template: str = "off"):
         self.backend = backend
         self.cache = cache
         self.log = log or CallLog(None)
         self.params = params
+        self.chat_template = chat_template
+        self._wrap: tuple[str, str] | None = None
+
+    # ---- prompts ------------------------------------------------------------------------------
+    @property
+    def wrap(self) -> tuple[str, str]:
+        """(head, tail) of the chat template around every generation prompt; ('', '') for raw prompts.
+        Log-likelihood contexts stay raw: LENS and UDR score continuations as language-model text."""
+        if self._wrap is None:
+            self._wrap = chat_wrap(self.backend, self.chat_template)
+        return self._wrap
+
+    def render(self, task, demos: Sequence[Item], item: Item) -> str:
+        """The prompt the model sees for one item: the paper's prompt, as the user turn of a chat model."""
+        head, tail = self.wrap
+        return head + task.render(demos, item) + tail
 
     # ---- keys ---------------------------------------------------------------------------------
     def params_for(self, stop: Sequence[str] = ()) -> GenerationParams:
@@ -44,8 +61,9 @@ class LLMClient:
     def evaluate_keys(self, task, demos: Sequence[Item], items: Sequence[Item], params: GenerationParams,
                       sample_indices: Sequence[int]) -> tuple[str, list[str], list[str]]:
         """(shared prefix, per-item suffixes, cache keys) of one arm pull."""
-        prefix = task.prefix(demos)
-        suffixes = [task.format_query(it) for it in items]
+        head, tail = self.wrap  # the template's head joins the shared prefix, its tail each suffix
+        prefix = head + task.prefix(demos)
+        suffixes = [task.format_query(it) + tail for it in items]
         keys = [self.generate_key(prefix + s, params, i) for s, i in zip(suffixes, sample_indices)]
         return prefix, suffixes, keys
 
@@ -53,6 +71,8 @@ class LLMClient:
     def generate(self, prompts: Sequence[str], *, scope: CallScope, params: GenerationParams | None = None,
                  sample_indices: Sequence[int] | None = None) -> list[Generation]:
         params = params or self.params
+        head, tail = self.wrap
+        prompts = [head + p + tail for p in prompts]
         indices = list(sample_indices) if sample_indices is not None else [0] * len(prompts)
         keys = [self.generate_key(p, params, i) for p, i in zip(prompts, indices)]
 

@@ -6,6 +6,7 @@ from typing import Sequence
 
 from bench.errors import LLMError
 from bench.llm.base import Backend, GenerationParams, RawGeneration, RawLoglik
+from bench.reasoning import answer_start, cut_at_stop
 
 
 class RowSeededGumbel:
@@ -35,6 +36,24 @@ class RowSeededGumbel:
             for g in self.generators
         ]).to(scores.device, scores.dtype)
         return scores / self.temperature + noise
+
+
+class OutsideReasoning:
+    """A stopping criterion that ignores stop strings inside an open think block: a reasoning model's
+    thoughts may well contain "Question:" before it answers. Rows are decoded only when the wrapped
+    criterion fires, so plain models pay nothing."""
+
+    def __init__(self, criterion, tokenizer):
+        self.criterion, self.tokenizer = criterion, tokenizer
+        self.prompt_width = 0  # set per generate call: columns before the first new token
+
+    def __call__(self, input_ids, scores, **kwargs):
+        done = self.criterion(input_ids, scores, **kwargs)
+        for row in done.nonzero().flatten().tolist():
+            text = self.tokenizer.decode(input_ids[row, self.prompt_width:], skip_special_tokens=True)
+            if answer_start(text) is None:
+                done[row] = False
+        return done
 
 
 class HFBackend(Backend):
@@ -90,6 +109,19 @@ class HFBackend(Backend):
     def warm(self) -> None:
         self._load()
 
+    def chat_template(self) -> tuple[str, str] | None:
+        tok = self.tokenizer
+        if not tok.chat_template:
+            return None
+        sentinel = "\x00USER\x00"
+        text = tok.apply_chat_template([{"role": "user", "content": sentinel}], tokenize=False,
+                                       add_generation_prompt=True)
+        head, tail = text.split(sentinel)
+        # a tokenizer that adds BOS itself would otherwise see it twice (Llama 3's template writes it too)
+        if tok.bos_token and head.startswith(tok.bos_token) and tok("x")["input_ids"][:1] == [tok.bos_token_id]:
+            head = head[len(tok.bos_token):]
+        return head, tail
+
     @property
     def tokenizer(self):
         self._load()
@@ -101,14 +133,16 @@ class HFBackend(Backend):
         return self._model
 
     # ---- calls --------------------------------------------------------------------------------
-    def _generate_kwargs(self, params: GenerationParams, seeds: Sequence[int]) -> dict:
+    def _generate_kwargs(self, params: GenerationParams, seeds: Sequence[int], prompt_width: int) -> dict:
         tok = self.tokenizer
         kwargs = dict(max_new_tokens=params.max_new_tokens, do_sample=False, pad_token_id=tok.pad_token_id,
                       num_beams=1, top_p=None, top_k=None, temperature=None)
         if params.stop:
             from transformers import StoppingCriteriaList
 
-            kwargs["stopping_criteria"] = StoppingCriteriaList([self._stop_criteria(params.stop)])
+            criterion = self._stop_criteria(params.stop)
+            criterion.prompt_width = prompt_width
+            kwargs["stopping_criteria"] = StoppingCriteriaList([criterion])
         if not params.greedy:
             from transformers import LogitsProcessorList
 
@@ -121,7 +155,7 @@ class HFBackend(Backend):
         if stops not in self._stops:
             from transformers import StopStringCriteria
 
-            self._stops[stops] = StopStringCriteria(self.tokenizer, list(stops))
+            self._stops[stops] = OutsideReasoning(StopStringCriteria(self.tokenizer, list(stops)), self.tokenizer)
         return self._stops[stops]
 
     def _decode(self, new_tokens, params: GenerationParams) -> list[tuple[str, int]]:
@@ -132,7 +166,7 @@ class HFBackend(Backend):
             n = len(row)
             while n and row[n - 1] == tok.pad_token_id:
                 n -= 1
-            out.append((_cut(tok.decode(row[:n], skip_special_tokens=True), params.stop), n))
+            out.append((cut_at_stop(tok.decode(row[:n], skip_special_tokens=True), params.stop), n))
         return out
 
     def generate(self, prompts: Sequence[str], params: GenerationParams, seeds: Sequence[int]) -> list[RawGeneration]:
@@ -141,7 +175,7 @@ class HFBackend(Backend):
         tok, model = self.tokenizer, self.model
         enc = tok(list(prompts), return_tensors="pt", padding=True).to(self.device)
         with torch.inference_mode():
-            out = model.generate(**enc, **self._generate_kwargs(params, seeds))
+            out = model.generate(**enc, **self._generate_kwargs(params, seeds, enc["input_ids"].shape[1]))
         prompt_lens = enc["attention_mask"].sum(dim=1).tolist()
         return [RawGeneration(text=text, prompt_tokens=int(n_prompt), completion_tokens=n)
                 for (text, n), n_prompt in zip(self._decode(out[:, enc["input_ids"].shape[1]:], params), prompt_lens)]
@@ -241,7 +275,7 @@ class HFBackend(Backend):
             mask[row, width - n:] = 1
         with torch.inference_mode():
             out = model.generate(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
-                                 past_key_values=batch_cache, **self._generate_kwargs(params, seeds))
+                                 past_key_values=batch_cache, **self._generate_kwargs(params, seeds, width))
         return self._decode(out[:, width:], params)
 
     def loglik(self, contexts: Sequence[str], continuations: Sequence[str]) -> list[RawLoglik]:
@@ -318,13 +352,3 @@ def _right_aligned(row_caches, length: int, config):
         if layer.is_sliding:
             layer.cumulative_length = length
     return batch
-
-
-def _cut(text: str, stops: Sequence[str]) -> str:
-    """Cut at the first stop string (generation halts at it, but the tokens may run past it)."""
-    cut = len(text)
-    for stop in stops:
-        pos = text.find(stop)
-        if pos != -1:
-            cut = min(cut, pos)
-    return text[:cut]

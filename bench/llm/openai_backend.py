@@ -7,6 +7,7 @@ from typing import Sequence
 
 from bench.errors import LLMError
 from bench.llm.base import Backend, GenerationParams, RawGeneration, RawLoglik
+from bench.reasoning import cut_at_stop
 
 
 class OpenAIBackend(Backend):
@@ -16,10 +17,14 @@ class OpenAIBackend(Backend):
     back to back. Retries are the openai SDK's (`max_retries`: exponential backoff with jitter, honouring
     Retry-After, on connection errors, timeouts, 408/409/429 and 5xx); what is left becomes one LLMError
     that says how many attempts were sent.
+
+    A reasoning model's stop strings are applied here, not by the server: the server would cut a think
+    block that happens to contain one.
     """
 
     def __init__(self, model: str, *, api_base: str | None = None, api_key_env: str = "OPENAI_API_KEY",
-                 api: str = "completions", concurrency: int = 4, timeout_s: float = 120.0, retries: int = 3):
+                 api: str = "completions", concurrency: int = 4, timeout_s: float = 120.0, retries: int = 3,
+                 reasoning: bool = False):
         from openai import OpenAI
 
         if api not in ("completions", "chat"):
@@ -30,6 +35,7 @@ class OpenAIBackend(Backend):
         self.model_id = f"openai:{model}@{self.api_base}:{api}"
         self.batch_size = max(1, concurrency)
         self.retries = retries
+        self.reasoning = reasoning
         key = os.environ.get(api_key_env) or "not-needed"  # local servers accept any key
         self.client = OpenAI(base_url=self.api_base, api_key=key, timeout=timeout_s, max_retries=retries)
         self.pool = ThreadPoolExecutor(max_workers=self.batch_size)
@@ -56,7 +62,7 @@ class OpenAIBackend(Backend):
 
     def _one(self, prompt: str, params: GenerationParams, seed: int) -> RawGeneration:
         common = dict(model=self.model, max_tokens=params.max_new_tokens, temperature=params.temperature,
-                      seed=seed, stop=list(params.stop)[:4] or None)
+                      seed=seed, stop=None if self.reasoning else list(params.stop)[:4] or None)
         if self.api == "chat":
             resp = self._with_retries(lambda: self.client.chat.completions.create(
                 messages=[{"role": "user", "content": prompt}], **common))
@@ -64,6 +70,8 @@ class OpenAIBackend(Backend):
         else:
             resp = self._with_retries(lambda: self.client.completions.create(prompt=prompt, **common))
             text = resp.choices[0].text or ""
+        if self.reasoning:
+            text = cut_at_stop(text, params.stop)
         usage = resp.usage
         prompt_tokens = usage.prompt_tokens if usage else 0
         cached = 0
@@ -73,6 +81,9 @@ class OpenAIBackend(Backend):
         return RawGeneration(text=text, prompt_tokens=prompt_tokens,
                              completion_tokens=usage.completion_tokens if usage else 0,
                              prefilled_tokens=max(0, prompt_tokens - cached))
+
+    def chat_template(self) -> tuple[str, str] | None:
+        return ("", "") if self.api == "chat" else None  # the chat API applies the server's template
 
     def generate(self, prompts: Sequence[str], params: GenerationParams, seeds: Sequence[int]) -> list[RawGeneration]:
         return list(self.pool.map(lambda a: self._one(*a), [(p, params, s) for p, s in zip(prompts, seeds)]))

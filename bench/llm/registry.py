@@ -15,6 +15,7 @@ class Alias:
     names: dict[str, str] = field(default_factory=dict)  # backend -> model name there
     openai_api: str = "completions"
     note: str = ""
+    reasoning: bool = False  # writes <think>...</think> first: stop strings apply after it
 
 
 ALIASES: dict[str, Alias] = {
@@ -30,6 +31,7 @@ ALIASES: dict[str, Alias] = {
                          note="OpenAI API, chat completions; key from OPENAI_API_KEY"),
     "deepseek-r1-7b": Alias("hf", {"hf": "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "ollama": "deepseek-r1:7b",
                                    "openai": "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"},  # the id vLLM serves
+                            reasoning=True,
                             note="DeepSeek-R1-Distill-Qwen-7B (a reasoning model: <think> blocks)"),
 }
 BACKENDS = ("embedded", "hf", "openai", "ollama")
@@ -50,11 +52,12 @@ class LLMSpec:
     concurrency: int = 4
     timeout_s: float = 120.0
     retries: int = 3
+    chat_template: str = "auto"  # auto: the model's template when it has one; on: required; off: raw prompts
 
     def identity(self) -> dict:
         """The fields that decide outputs; batch sizes, memory caps, concurrency and retries do not."""
         return {"name": self.name, "backend": self.backend, "api_base": self.api_base, "api": self.api,
-                "gguf_file": self.gguf_file}
+                "gguf_file": self.gguf_file, "chat_template": self.chat_template}
 
 
 def resolve(spec: LLMSpec) -> tuple[str, str]:
@@ -90,6 +93,34 @@ def provides_loglik(spec: LLMSpec) -> tuple[bool, str]:
     return True, ""
 
 
+CHAT_TEMPLATE_MODES = ("auto", "on", "off")
+
+
+def check_chat_template(spec: LLMSpec) -> None:
+    """What can be told about --chat-template before anything loads: an OpenAI-compatible completions
+    endpoint takes raw text, so only the chat API can apply a template there."""
+    if spec.chat_template not in CHAT_TEMPLATE_MODES:
+        raise ConfigError(f"--chat-template must be one of {', '.join(CHAT_TEMPLATE_MODES)}, got '{spec.chat_template}'")
+    backend, _model = resolve(spec)
+    alias = ALIASES.get(spec.name)
+    api = spec.api or (alias.openai_api if alias else "completions")
+    if spec.chat_template == "on" and backend in ("openai", "ollama") and api != "chat":
+        raise ConfigError("--chat-template on: the server applies chat templates only on its chat API "
+                          "(add --openai-api chat)")
+
+
+def chat_wrap(backend: Backend, mode: str) -> tuple[str, str]:
+    """(head, tail) put around every prompt: the model's chat template with the prompt as the user turn."""
+    if mode == "off":
+        return "", ""
+    wrap = backend.chat_template()
+    if wrap is None:
+        if mode == "on":
+            raise ConfigError(f"--chat-template on: {backend.model_id} has no chat template")
+        return "", ""
+    return wrap
+
+
 def make_backend(spec: LLMSpec) -> Backend:
     backend, model = resolve(spec)
     if backend == "embedded":
@@ -108,4 +139,4 @@ def make_backend(spec: LLMSpec) -> Backend:
     api = spec.api or (alias.openai_api if alias else "completions")
     base = spec.api_base or (OLLAMA_BASE if backend == "ollama" else None)
     return OpenAIBackend(model, api_base=base, api=api, concurrency=spec.concurrency, timeout_s=spec.timeout_s,
-                         retries=spec.retries)
+                         retries=spec.retries, reasoning=bool(alias and alias.reasoning))

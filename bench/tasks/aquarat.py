@@ -9,6 +9,7 @@ from bench.tasks.base import MATH_INSTRUCTION, SplitSpec, Task, require_str
 
 OPTION = re.compile(r"^\s*([A-E])\s*\)\s*(.*)$", re.S)
 LETTER_PATTERNS = (
+    re.compile(r"\\boxed\{\s*\(?([A-E])\b"),
     re.compile(r"option is\s*\(?([A-E])\b"),
     re.compile(r"answer is\s*:?\s*\(?([A-E])\b", re.I),
     re.compile(r"\[?Answer\]?\s*:\s*(?:The option is\s*)?\(?([A-E])\b"),
@@ -25,7 +26,9 @@ def format_options(options: Sequence[str]) -> str:
 
 
 def extract_letter(output: str) -> str:
-    """The chosen option letter: an explicit answer phrase first, else the last 'X)' mention."""
+    """The chosen option letter: an explicit answer phrase first, else the last 'X)' mention. Markdown
+    emphasis (a chat model's **Answer: (C)**) is ignored."""
+    output = output.replace("**", "")
     for pattern in LETTER_PATTERNS:
         found = pattern.findall(output)
         if found:

@@ -14,6 +14,7 @@ from typing import Callable, Iterable, Sequence
 
 from bench.errors import ConfigError, DataError
 from bench.items import Item
+from bench.reasoning import THINK_CLOSE, THINK_OPEN, after_reasoning  # noqa: F401 (re-exported)
 
 MATH_INSTRUCTION = (
     "You are a helpful, respectful and honest assistant helping to solve math word problems or tasks "
@@ -179,20 +180,6 @@ class Task(ABC):
 
     def extra_metrics(self, outputs: Sequence[str], items: Sequence[Item]) -> dict[str, list[float]]:
         return {}
-
-
-THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
-
-
-def after_reasoning(text: str) -> str:
-    """What a reasoning model (DeepSeek-R1 and its distills) answers after `<think>…</think>`. The opening
-    tag may be missing (chat templates often put it in the prompt). A think block left open, as when
-    max tokens cut it, holds no answer: ''. Text without think tags is returned as it is."""
-    if THINK_CLOSE in text:
-        return text.rsplit(THINK_CLOSE, 1)[1].lstrip()  # the answer starts after the block's line break
-    if THINK_OPEN in text:
-        return ""
-    return text
 
 
 def _subsample(items: list[Item], n: int | None, rng: random.Random) -> list[Item]:

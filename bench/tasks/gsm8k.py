@@ -9,7 +9,8 @@ from bench.metrics import BertScore, numbers_equal, parse_number
 from bench.tasks.base import MATH_INSTRUCTION, SplitSpec, Task, iter_numbers, require_str
 
 CALCULATOR = re.compile(r"<<[^>]*>>")
-ANSWER_MARKERS = ("[Answer]:", "Answer:", "####", "answer is")
+# the paper's format, GSM8K's own, then chat-model styles ("The answer is", LaTeX \boxed{})
+ANSWER_MARKERS = ("[Answer]:", "\\boxed{", "Answer:", "####", "answer is")
 
 
 def strip_calculator(text: str) -> str:
@@ -18,7 +19,9 @@ def strip_calculator(text: str) -> str:
 
 
 def extract_number(output: str) -> str:
-    """The final number: the first number after the last answer marker, else the last number."""
+    """The final number: the first number after the last answer marker, else the last number.
+    Markdown emphasis (a chat model's **Answer:** 42) is ignored."""
+    output = output.replace("**", "")
     for marker in ANSWER_MARKERS:
         pos = output.rfind(marker)
         if pos != -1:

@@ -1,0 +1,140 @@
+"""Chat templates around the paper's prompt, and reasoning models' think blocks: where stop strings may cut,
+what the answer is. No model needed: fake backends and a scripted OpenAI-style server."""
+import json
+
+import pytest
+
+from bench.errors import ConfigError
+from bench.llm.base import GenerationParams
+from bench.llm.client import LLMClient
+from bench.llm.calllog import CallScope
+from bench.llm.registry import LLMSpec, chat_wrap, check_chat_template
+from bench.reasoning import answer_start, cut_at_stop
+from tests.fakes import FakeBackend
+
+HEAD, TAIL = "<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n"
+SCOPE = CallScope(method="m", task="gsm8k", phase="inference")
+
+
+@pytest.fixture
+def gsm8k_task():
+    from bench.tasks import make_task
+
+    return make_task("gsm8k")
+
+
+@pytest.fixture
+def tiny_splits(gsm8k_task, data_dir):
+    return gsm8k_task.load_splits(data_dir, n_test=1, n_val=3, pool_size=10, seed=0)
+
+
+class ChatFake(FakeBackend):
+    def chat_template(self):
+        return HEAD, TAIL
+
+
+@pytest.mark.parametrize("text, stops, expected", [
+    ("12\n[Question]: more", ("[Question]",), "12\n"),
+    # a stop string inside the think block does not cut it; the answer after it is cut
+    ("<think>[Question]: is it 3?</think>\n3\n[Question]: x", ("[Question]",), "<think>[Question]: is it 3?</think>\n3\n"),
+    # an open block (max tokens ran out) is kept whole
+    ("<think>[Question]: hmm", ("[Question]",), "<think>[Question]: hmm"),
+    # the opening tag was in the chat template
+    ("thinking [Question]</think> 5 [Question]", ("[Question]",), "thinking [Question]</think> 5 "),
+])
+def test_stop_strings_cut_only_the_answer_part(text, stops, expected):
+    assert cut_at_stop(text, stops) == expected
+
+
+def test_answer_start_is_none_inside_an_open_think_block():
+    assert answer_start("plain") == 0
+    assert answer_start("<think>still going") is None
+    assert answer_start("<think>a</think>b") == len("<think>a</think>")
+
+
+def test_chat_template_wraps_prompts_and_keeps_the_prefix_shared(gsm8k_task, tiny_splits):
+    backend = ChatFake()
+    client = LLMClient(backend, chat_template="auto")
+    demos, items = tiny_splits.pool[:2], tiny_splits.validation[:3]
+    client.evaluate(gsm8k_task, demos, items, scope=SCOPE)
+    prefixes = {prefix for prefix, _n in backend.prefix_calls}
+    assert len(prefixes) == 1 and prefixes.pop().startswith(HEAD)  # the demonstrations stay one shared prefix
+    assert sum(n for _prefix, n in backend.prefix_calls) == 3
+    assert all(p.startswith(HEAD) and p.endswith(TAIL) for p in backend.prompts)
+    assert client.render(gsm8k_task, demos, items[0]) == backend.prompts[0]
+    client.generate(["hello"], scope=SCOPE)
+    assert backend.prompts[-1] == HEAD + "hello" + TAIL
+    # off: raw prompts, and different cache keys from the chat prompts
+    raw = LLMClient(ChatFake(), chat_template="off")
+    assert raw.render(gsm8k_task, demos, items[0]) == gsm8k_task.render(demos, items[0])
+
+
+def test_chat_template_modes():
+    plain = FakeBackend()
+    assert chat_wrap(plain, "auto") == ("", "")
+    assert chat_wrap(ChatFake(), "off") == ("", "")
+    with pytest.raises(ConfigError, match="has no chat template"):
+        chat_wrap(plain, "on")
+    with pytest.raises(ConfigError, match="--openai-api chat"):
+        check_chat_template(LLMSpec("some/model", backend="openai", chat_template="on"))
+    check_chat_template(LLMSpec("some/model", backend="openai", api="chat", chat_template="on"))
+
+
+def test_reasoning_model_on_a_server_gets_no_server_side_stop_strings():
+    """vLLM would cut a think block at "[Question]"; the stop is applied after the block instead."""
+    from bench.llm.openai_backend import OpenAIBackend
+    from tests.servers import scripted_server
+
+    text = "<think>[Question]: what if 3?</think>\n[Answer]: 4\n[Question]: next"
+    answer = json.dumps({"id": "x", "object": "text_completion", "created": 0, "model": "m",
+                         "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
+                         "usage": {"prompt_tokens": 3, "completion_tokens": 9, "total_tokens": 12}}).encode()
+    params = GenerationParams(max_new_tokens=50, temperature=0.0, stop=("[Question]",))
+    for reasoning in (True, False):
+        bodies = []
+        with scripted_server(lambda n: (200, answer, {}), bodies) as (base, _hits):
+            b = OpenAIBackend("m", api_base=base, retries=0, timeout_s=5, reasoning=reasoning)
+            out = b.generate(["Q"], params, seeds=[1])[0].text
+            b.close()
+        if reasoning:
+            assert "stop" not in bodies[0] or bodies[0]["stop"] is None
+            assert out == "<think>[Question]: what if 3?</think>\n[Answer]: 4\n"
+        else:
+            assert bodies[0]["stop"] == ["[Question]"]
+
+
+def test_deepseek_alias_is_a_reasoning_model_on_openai():
+    from bench.llm.registry import make_backend
+
+    b = make_backend(LLMSpec("deepseek-r1-7b", backend="openai", api_base="http://127.0.0.1:9/v1"))
+    assert b.reasoning and b.model == "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"
+    assert not make_backend(LLMSpec("llama3.2-3b", backend="openai", api_base="http://127.0.0.1:9/v1")).reasoning
+
+
+@pytest.mark.parametrize("task_name, raw, expected", [
+    ("gsm8k", "Let's add: 3 + 4 = 7 apples.\n\n**Answer:** 7", "7"),
+    ("gsm8k", "So the total is 12 + 30 = 42.\n\nThe final answer is $\\boxed{42}$. Check: 40 + 2", "42"),
+    ("aquarat", "Testing each option, 21 fails.\n\n**Answer: (C)**", "C"),
+    ("aquarat", "Therefore $\\boxed{D}$, not A) or B).", "D"),
+])
+def test_chat_style_answers_are_extracted(task_name, raw, expected):
+    from bench.tasks import make_task
+
+    task = make_task(task_name)
+    assert task.extract(task.truncate(raw)) == expected
+
+
+def test_hf_stop_criterion_ignores_stop_strings_inside_an_open_think_block():
+    torch = pytest.importorskip("torch")
+    from bench.llm.hf import OutsideReasoning
+
+    texts = {0: "<think>[Question]", 1: "<think>a</think> 4 [Question]", 2: "4 [Question]"}
+
+    class Tok:
+        def decode(self, ids, skip_special_tokens=True):
+            return texts[int(ids[0])]  # each row's first new token names its text
+
+    criterion = OutsideReasoning(lambda ids, scores, **kw: torch.ones(3, dtype=torch.bool), Tok())
+    criterion.prompt_width = 1
+    ids = torch.tensor([[9, 0], [9, 1], [9, 2]])
+    assert criterion(ids, None).tolist() == [False, True, True]
