@@ -62,7 +62,7 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--llm", default="gemma3-270m", help="LLM answering the test items: alias or model name")
     p.add_argument("--selection-llm", default=None,
                    help="LLM behind the reward oracle during selection (default: --llm); the transfer setting")
-    p.add_argument("--selection-backend", choices=["embedded", "hf", "openai", "ollama"],
+    p.add_argument("--selection-backend", choices=["embedded", "hf", "openai", "ollama", "llamacpp"],
                    help="override the selection LLM alias's backend")
     p.add_argument("--selection-temperature", type=float, default=None, help="its temperature (default: --temperature)")
     p.add_argument("--selection-max-new-tokens", type=_positive, default=None,
@@ -71,11 +71,15 @@ def run_parser() -> argparse.ArgumentParser:
                    help="saved-selection store; give sibling runs the same DIR to replay their selections "
                         "(default: OUT/selections)")
     p.add_argument("--no-selection-reuse", action="store_true", help="always fit, never replay saved selections")
-    p.add_argument("--backend", choices=["embedded", "hf", "openai", "ollama"], help="override the alias's backend")
+    p.add_argument("--backend", choices=["embedded", "hf", "openai", "ollama", "llamacpp"], help="override the alias's backend")
     p.add_argument("--api-base", help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1")
     p.add_argument("--openai-api", choices=["completions", "chat"], help="which OpenAI endpoint to call")
     p.add_argument("--chat-template", choices=["auto", "on", "off"], default="auto",
                    help="put each prompt in the model's chat template as the user turn (auto: when it has one)")
+    p.add_argument("--llamacpp-weights", choices=["q8_0", "native"], default="q8_0",
+                   help="llamacpp backend: run the GGUF re-encoded as Q8_0 (faster batched kernels on AVX2), or as is")
+    p.add_argument("--llamacpp-ctx", type=_positive, default=32768,
+                   help="llamacpp backend: key/value cells shared by a pull's rows (--prefix-batch-size in parallel)")
     p.add_argument("--gguf-file", help="GGUF file name inside the --llm folder (hf backend)")
     p.add_argument("--batch-size", type=_positive, default=4, help="prompts per LLM batch")
     p.add_argument("--prefix-batch-size", type=_positive, default=32,
@@ -185,7 +189,8 @@ def run_config(args: argparse.Namespace, file_params: dict | None = None, comman
     llm = LLMSpec(name=args.llm, backend=args.backend, api_base=args.api_base, api=args.openai_api,
                   gguf_file=args.gguf_file, batch_size=args.batch_size, prefix_batch_size=args.prefix_batch_size,
                   kv_cache_gib=args.kv_cache_gib, concurrency=args.concurrency, timeout_s=args.timeout,
-                  retries=args.retries, chat_template=args.chat_template)
+                  retries=args.retries, chat_template=args.chat_template, llamacpp_weights=args.llamacpp_weights,
+                  llamacpp_ctx=args.llamacpp_ctx)
     generation = GenerationParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
     selection_llm = None
     if args.selection_llm or args.selection_backend:

@@ -2,7 +2,10 @@
 
 P3: one arm pull (the same demonstrations on N validation items), one call at a time / with the
     shared prefix prefilled once and the items decoded as one left-padded batch, plus whether the
-    outputs are identical.
+    outputs are identical; the median of --repeats timings of each.
+P7 (--engines hf,llamacpp): the same pull (same prompts, greedy) on each engine: items/s, tokens/s, the
+    share of outputs identical to the transformers path's, and p7_engine_speedup = best engine / transformers
+    (medians of --repeats timings; each timing starts from a cold prefix).
 P4: milliseconds for the DEARICL surrogate to rank 1,000 candidate subsets for one query.
 P5: share of a bandit round's wall time spent outside the LLM (bookkeeping + reward scoring), over
     rounds with fresh LLM calls.
@@ -32,6 +35,11 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench perf", formatter_class=HelpFormatter,
                                 description="Measure the speed ratios P3, P4, P5.")
     p.add_argument("--task", default="gsm8k")
+    p.add_argument("--llm", default="gemma3-270m", choices=["gemma3-270m", "smollm2-135m"], help="embedded model")
+    p.add_argument("--repeats", type=int, default=3, help="timings per measurement; the median is reported")
+    p.add_argument("--engines", default=None,
+                   help="comma-separated engines timed on the same pull for P7 (hf,llamacpp); P7 only when given")
+    p.add_argument("--only-engines", action="store_true", help="measure P7 only (skip P3, P4, P5)")
     p.add_argument("--data-dir", type=Path, default=None)
     p.add_argument("--items", type=int, default=20, help="validation items in the measured pull (P3)")
     p.add_argument("--max-new-tokens", type=int, default=64)
@@ -47,32 +55,112 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _pull(task, args):
+    splits = task.load_splits(args.data_dir or default_data_dir(), n_test=1, n_val=args.items, pool_size=200, seed=0)
+    return splits, task.prefix(splits.pool[:5]), [task.format_query(it) for it in splits.validation]
+
+
+def _timed(fn, repeats: int) -> tuple[float, list[float], object]:
+    """(median seconds, all timings, the last result) of `repeats` calls."""
+    times, result = [], None
+    for _ in range(max(1, repeats)):
+        began = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - began)
+    return statistics.median(times), times, result
+
+
 def run(argv: list[str]) -> dict:
     args = parser().parse_args(argv)
-    from bench.encoder import Encoder
+    from bench.errors import ConfigError
     from bench.llm.base import GenerationParams
-    from bench.llm.embedded import EmbeddedGemma
+    from bench.llm.embedded import EmbeddedModel
     from bench.tasks import make_task
 
+    engines = [e for e in (args.engines or "").split(",") if e]
+    unknown = sorted(set(engines) - {"hf", "llamacpp"})
+    if unknown:
+        raise ConfigError(f"--engines: unknown engine {', '.join(unknown)} (hf, llamacpp)")
+    if engines and engines[0] != "hf":
+        raise ConfigError("--engines: list hf first (P7 is relative to the transformers path)")
+    if args.only_engines and not engines:
+        raise ConfigError("--only-engines needs --engines")
     task = make_task(args.task)
-    splits = task.load_splits(args.data_dir or default_data_dir(), n_test=1, n_val=args.items, pool_size=200, seed=0)
-    backend = EmbeddedGemma(prefix_batch_size=args.prefix_batch_size)
-    backend.warm()
-    prefix = task.prefix(splits.pool[:5])
-    suffixes = [task.format_query(it) for it in splits.validation]
+    splits, prefix, suffixes = _pull(task, args)
     params = GenerationParams(max_new_tokens=args.max_new_tokens, temperature=0.0, stop=task.stop)
     seeds = list(range(len(suffixes)))
-    began = time.perf_counter()
-    alone = [backend.generate([prefix + s], params, [seed])[0] for s, seed in zip(suffixes, seeds)]
-    t_alone = time.perf_counter() - began
-    began = time.perf_counter()
-    shared = backend.generate_with_prefix(prefix, suffixes, params, seeds)
-    t_shared = time.perf_counter() - began
+    backend = EmbeddedModel(args.llm, prefix_batch_size=args.prefix_batch_size)
+    backend.warm()
+    result: dict = {"llm": args.llm, "details": {"p3_items": len(suffixes), "max_new_tokens": args.max_new_tokens,
+                                                 "repeats": args.repeats}}
 
-    encoder = Encoder()
-    dim = encoder.dim
+    def shared_pull(engine):
+        engine.forget_prefix()  # a cold prefix each time: the pull as a bandit round meets it
+        return engine.generate_with_prefix(prefix, suffixes, params, seeds)
+
+    if not args.only_engines:
+        t_alone, alone_times, alone = _timed(
+            lambda: [backend.generate([prefix + s], params, [seed])[0] for s, seed in zip(suffixes, seeds)],
+            args.repeats)
+        t_shared, shared_times, shared = _timed(lambda: shared_pull(backend), args.repeats)
+        result.update({
+            "p3_speedup": t_alone / t_shared,
+            "p3_outputs_identical": [g.text for g in alone] == [g.text for g in shared],
+            "p4_rank_ms": _rank_ms(),
+            "p5_overhead_share": None,
+        })
+        result["details"].update({
+            "p3_seconds_one_at_a_time": t_alone, "p3_seconds_shared": t_shared,
+            "p3_timings_one_at_a_time": alone_times, "p3_timings_shared": shared_times,
+            "p3_prompt_tokens": sum(g.prompt_tokens for g in alone),
+            "p3_prefilled_tokens_shared": sum(g.prefilled_tokens for g in shared)})
+        p5 = _bandit_overhead(task, splits, backend, args)
+        result["p5_overhead_share"] = p5["share"]
+        result["details"]["p5"] = p5
+        if args.scaling_items:
+            result["scaling"] = _scaling(args)
+    if engines:
+        result["engines"] = _engines(engines, backend, shared_pull, args)
+        base = result["engines"].get("hf")
+        if base:
+            best = max(row["items_per_second"] for row in result["engines"].values())
+            result["p7_engine_speedup"] = best / base["items_per_second"]
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2))
+    return result
+
+
+def _engines(engines: list[str], hf_backend, shared_pull, args) -> dict:
+    """The same shared-prefix pull on each engine: medians of --repeats timings, outputs vs transformers'."""
+    from bench.llm.llamacpp import LlamaCppBackend
+
+    out: dict[str, dict] = {}
+    reference = None
+    for name in engines:
+        engine = hf_backend if name == "hf" else LlamaCppBackend(args.llm, parallel=min(args.prefix_batch_size, 16))
+        try:
+            engine.warm()
+            seconds, times, rows = _timed(lambda: shared_pull(engine), args.repeats)
+        finally:
+            if engine is not hf_backend:
+                engine.close()
+        texts = [g.text for g in rows]
+        reference = reference or texts  # the transformers path comes first
+        tokens = sum(g.completion_tokens for g in rows)
+        out[name] = {"model_id": engine.model_id, "seconds": seconds, "timings": times,
+                     "items_per_second": len(rows) / seconds, "tokens_per_second": tokens / seconds,
+                     "completion_tokens": tokens,
+                     "outputs_identical_to_hf": sum(a == b for a, b in zip(texts, reference)) / len(texts)}
+    return out
+
+
+def _rank_ms() -> float:
+    """P4: median milliseconds for the neural surrogate to rank 1,000 candidate subsets for one query."""
+    from bench.encoder import Encoder
     from dearicl.surrogates import NeuralConfig, NeuralSurrogate
 
+    dim = Encoder().dim
     rng = np.random.default_rng(0)
     ranker = NeuralSurrogate(rng.normal(size=(20, dim)).astype(np.float32),
                              rng.normal(size=(1000, dim)).astype(np.float32), config=NeuralConfig())
@@ -83,29 +171,12 @@ def run(argv: list[str]) -> dict:
         t0 = time.perf_counter()
         ranker.rank_scores(query, candidates)
         times.append(time.perf_counter() - t0)
-
-    p5 = _bandit_overhead(task, splits, encoder, backend, args)
-    scaling = _scaling(args) if args.scaling_items else None
-    result = {
-        "p3_speedup": t_alone / t_shared,
-        "p3_outputs_identical": [g.text for g in alone] == [g.text for g in shared],
-        "p4_rank_ms": 1000 * statistics.median(times),
-        "p5_overhead_share": p5["share"],
-        "details": {"p3_items": len(suffixes), "p3_seconds_one_at_a_time": t_alone, "p3_seconds_shared": t_shared,
-                    "p3_prompt_tokens": sum(g.prompt_tokens for g in alone),
-                    "p3_prefilled_tokens_shared": sum(g.prefilled_tokens for g in shared),
-                    "max_new_tokens": args.max_new_tokens, "p5": p5},
-    }
-    if scaling:
-        result["scaling"] = scaling
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2))
-    return result
+    return 1000 * statistics.median(times)
 
 
-def _bandit_overhead(task, splits, encoder, backend, args) -> dict:
+def _bandit_overhead(task, splits, backend, args) -> dict:
     """DEARICL rounds on the real LLM (no cache): outside-LLM seconds over wall seconds."""
+    from bench.encoder import Encoder
     from bench.llm.base import GenerationParams
     from bench.llm.client import LLMClient
     from bench.metrics import BertScore, BertScoreConfig
@@ -116,6 +187,7 @@ def _bandit_overhead(task, splits, encoder, backend, args) -> dict:
     from dearicl.surrogates import NeuralSurrogate
 
     validation = splits.validation[: args.p5_items]
+    encoder = Encoder()
     client = LLMClient(backend, None, None, GenerationParams(max_new_tokens=args.max_new_tokens, temperature=0.0))
     oracle = RewardOracle(client, task, "perf", BertScore(BertScoreConfig(model="local")))
     demo_emb = encoder.encode_items(splits.pool, with_output=True)

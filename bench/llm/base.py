@@ -89,6 +89,9 @@ class Backend(ABC):
         opened; None when the model has none. ('', '') means the server applies it (a chat API)."""
         return None
 
+    def forget_prefix(self) -> None:
+        """Drop a prefix kept from the last call (benchmarks time cold pulls)."""
+
     def warm(self) -> None:
         """Load weights / open connections up front, so the first call's latency is not load time."""
 
@@ -97,3 +100,13 @@ class Backend(ABC):
 
     def close(self) -> None:
         pass
+
+
+def common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token lists (where two tokenisations part)."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n

@@ -5,7 +5,7 @@ import os
 from typing import Sequence
 
 from bench.errors import LLMError
-from bench.llm.base import Backend, GenerationParams, RawGeneration, RawLoglik
+from bench.llm.base import Backend, GenerationParams, RawGeneration, RawLoglik, common_length
 from bench.reasoning import answer_start, cut_at_stop
 
 
@@ -197,7 +197,7 @@ class HFBackend(Backend):
         # the tokens every row shares: the prefix's own tokens up to where a row's tokenisation departs
         # (a Llama-style BPE splits the prefix's trailing "\n\n" differently before a suffix)
         prefix_ids = tok(prefix)["input_ids"]
-        prefix_ids = prefix_ids[:min(_common_length(prefix_ids, ids) for ids in full_ids)]
+        prefix_ids = prefix_ids[:min(common_length(prefix_ids, ids) for ids in full_ids)]
         results: list[RawGeneration | None] = [None] * len(suffixes)
         shared: list[tuple[int, list[int]]] = []
         plain = []
@@ -227,6 +227,9 @@ class HFBackend(Backend):
                                                    [seeds[i] for i in plain])):
                 results[i] = gen
         return results
+
+    def forget_prefix(self) -> None:
+        self._last_prefix = None
 
     def _prefix_cache(self, prefix_ids: list[int]):
         """(key/value cache of the prefix, tokens prefilled now): the last prefix is kept for the next call."""
@@ -309,16 +312,6 @@ class HFBackend(Backend):
             total = logprobs[i, positions.to(logprobs.device), targets].sum().item()
             out.append(RawLoglik(logprob=total, n_tokens=n, prompt_tokens=len(c) + n))
         return out
-
-
-def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the longest common prefix of two token lists."""
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def _plain_layers(cache) -> bool:

