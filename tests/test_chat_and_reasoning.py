@@ -128,13 +128,30 @@ def test_hf_stop_criterion_ignores_stop_strings_inside_an_open_think_block():
     torch = pytest.importorskip("torch")
     from bench.llm.hf import OutsideReasoning
 
-    texts = {0: "<think>[Question]", 1: "<think>a</think> 4 [Question]", 2: "4 [Question]"}
+    # token id -> text; each row is [prompt token, first new token]
+    texts = {0: "<think>[Question]", 1: "<think>a</think> 4 [Question]", 2: "4 [Question]", 3: "hmm [Question]",
+             9: "Q:", 8: "<|Assistant|><think>\n"}
 
     class Tok:
         def decode(self, ids, skip_special_tokens=True):
-            return texts[int(ids[0])]  # each row's first new token names its text
+            return "".join(texts[int(i)] for i in ids)
 
-    criterion = OutsideReasoning(lambda ids, scores, **kw: torch.ones(3, dtype=torch.bool), Tok())
+    criterion = OutsideReasoning(lambda ids, scores, **kw: torch.ones(4, dtype=torch.bool), Tok())
     criterion.prompt_width = 1
-    ids = torch.tensor([[9, 0], [9, 1], [9, 2]])
-    assert criterion(ids, None).tolist() == [False, True, True]
+    ids = torch.tensor([[9, 0], [9, 1], [9, 2], [8, 3]])
+    # the last row's block was opened by the chat template in the prompt: still thinking
+    assert criterion(ids, None).tolist() == [False, True, True, False]
+
+
+def test_a_template_that_opens_the_think_block_gets_it_back_on_the_output(gsm8k_task, tiny_splits):
+    class R1Fake(FakeBackend):
+        def chat_template(self):
+            return "<|User|>", "<|Assistant|><think>\n"
+
+    outputs = iter(["3 + 4 = 7, so 7.\n</think>\n\n[Answer]: 7", "still adding 3 and 4 and"])
+    client = LLMClient(R1Fake(respond=lambda prompt: next(outputs)), chat_template="auto")
+    demos, items = tiny_splits.pool[:1], tiny_splits.validation[:1]
+    closed = client.evaluate(gsm8k_task, demos, items, scope=SCOPE)[0].text
+    assert closed.startswith("<think>") and gsm8k_task.extract(gsm8k_task.truncate(closed)) == "7"
+    cut = client.generate(["Q"], scope=SCOPE, params=GenerationParams(temperature=0.0))[0].text  # max tokens ran out inside the thoughts: no answer
+    assert cut == "<think>still adding 3 and 4 and" and gsm8k_task.truncate(cut) == ""

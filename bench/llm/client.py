@@ -15,6 +15,7 @@ from bench.llm.base import Backend, Generation, GenerationParams, RawGeneration
 from bench.llm.cache import CallCache, call_key
 from bench.llm.calllog import CallLog, CallRecord, CallScope
 from bench.llm.registry import chat_wrap
+from bench.reasoning import THINK_OPEN, answer_start
 
 
 def row_seed(key: str) -> int:
@@ -31,6 +32,7 @@ class LLMClient:
         self.params = params
         self.chat_template = chat_template
         self._wrap: tuple[str, str] | None = None
+        self._opens_think = False
 
     # ---- prompts ------------------------------------------------------------------------------
     @property
@@ -39,7 +41,14 @@ class LLMClient:
         Log-likelihood contexts stay raw: LENS and UDR score continuations as language-model text."""
         if self._wrap is None:
             self._wrap = chat_wrap(self.backend, self.chat_template)
+            # a template that opens the think block itself: the block's tag goes back in front of each output
+            self._opens_think = answer_start(self._wrap[1]) is None
         return self._wrap
+
+    def _with_open_think(self, gens: list[Generation]) -> list[Generation]:
+        if not self._opens_think:
+            return gens
+        return [replace(g, text=THINK_OPEN + g.text) for g in gens]
 
     def render(self, task, demos: Sequence[Item], item: Item) -> str:
         """The prompt the model sees for one item: the paper's prompt, as the user turn of a chat model."""
@@ -79,7 +88,7 @@ class LLMClient:
         def run(rows: list[int]) -> list[RawGeneration]:
             return self.backend.generate([prompts[r] for r in rows], params, [row_seed(keys[r]) for r in rows])
 
-        return self._answer(keys, indices, run, scope, "generate")
+        return self._with_open_think(self._answer(keys, indices, run, scope, "generate"))
 
     def evaluate(self, task, demos: Sequence[Item], items: Sequence[Item], *, scope: CallScope,
                  params: GenerationParams | None = None, sample_indices: Sequence[int] | None = None) -> list[Generation]:
@@ -92,8 +101,8 @@ class LLMClient:
             return self.backend.generate_with_prefix(prefix, [suffixes[r] for r in rows], params,
                                                      [row_seed(keys[r]) for r in rows])
 
-        return self._answer(keys, indices, run, scope, "generate",
-                            step=self.backend.prefix_batch_size or self.backend.batch_size)
+        return self._with_open_think(self._answer(keys, indices, run, scope, "generate",
+                                                  step=self.backend.prefix_batch_size or self.backend.batch_size))
 
     def loglik(self, contexts: Sequence[str], continuations: Sequence[str], *, scope: CallScope) -> list[float]:
         keys = [self.loglik_key(c, x) for c, x in zip(contexts, continuations)]
