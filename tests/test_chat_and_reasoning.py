@@ -111,19 +111,6 @@ def test_deepseek_alias_is_a_reasoning_model_on_openai():
     assert not make_backend(LLMSpec("llama3.2-3b", backend="openai", api_base="http://127.0.0.1:9/v1")).reasoning
 
 
-@pytest.mark.parametrize("task_name, raw, expected", [
-    ("gsm8k", "Let's add: 3 + 4 = 7 apples.\n\n**Answer:** 7", "7"),
-    ("gsm8k", "So the total is 12 + 30 = 42.\n\nThe final answer is $\\boxed{42}$. Check: 40 + 2", "42"),
-    ("aquarat", "Testing each option, 21 fails.\n\n**Answer: (C)**", "C"),
-    ("aquarat", "Therefore $\\boxed{D}$, not A) or B).", "D"),
-])
-def test_chat_style_answers_are_extracted(task_name, raw, expected):
-    from bench.tasks import make_task
-
-    task = make_task(task_name)
-    assert task.extract(task.truncate(raw)) == expected
-
-
 def test_hf_stop_criterion_ignores_stop_strings_inside_an_open_think_block():
     torch = pytest.importorskip("torch")
     from bench.llm.hf import OutsideReasoning

@@ -68,8 +68,13 @@ def test_format_options_matches_paper_layout():
     # max tokens cut the reasoning: no answer, not a number picked out of the thoughts
     ("gsm8k", "<think>Let me add 3 and 9 to get 12, then", ""),
     ("aquarat", "<think>Option A is 21, option (C) looks right</think>\nThe answer is (B).", "B"),
+    # chat models answer in markdown and LaTeX
+    ("gsm8k", "Let's add: 3 + 4 = 7 apples.\n\n**Answer**: 7 (check: 3 + 4)", "7"),
+    ("gsm8k", "So the total is 12 + 30 = 42.\n\nThe final answer is $\\boxed{42}$. Check: 40 + 2", "42"),
+    ("aquarat", "Testing each option, 21 fails.\n\n**Answer**: C, not A) or B)", "C"),
+    ("aquarat", "Therefore $\\boxed{D}$, not A) or B).", "D"),
 ])
-def test_reasoning_outputs_are_read_after_the_think_block(task_name, raw, expected):
+def test_answers_are_read_after_the_think_block_and_from_chat_style_outputs(task_name, raw, expected):
     from bench.tasks import make_task
 
     task = make_task(task_name)
