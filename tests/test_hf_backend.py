@@ -67,10 +67,17 @@ def test_shared_prefix_outputs_equal_one_call_at_a_time(gemma, data_dir, tempera
     suffixes = ["[Question]: What is 2 + 3?\n[Explanation]:", "[Question]: What is 4 + 1?\n[Explanation]:",
                 "[Question]: A farmer has 12 cows and sells 5. How many are left?\n[Explanation]:",
                 "[Question]: Tom reads 7 pages a day for 3 weeks. How many pages does he read?\n[Explanation]:"]
-    params = GenerationParams(max_new_tokens=12, temperature=temperature, stop=("[Question]",))
+    params = GenerationParams(max_new_tokens=40, temperature=temperature, stop=("[Question]",))
     seeds = [5, 6, 7, 8]
     gemma._last_prefix = None
-    shared = gemma.generate_with_prefix(prefix, suffixes, params, seeds)
+    gemma.decode_chunk = 3  # finished rows leave the batch every 3 tokens
+    left_before = gemma.rows_left_early
+    try:
+        shared = gemma.generate_with_prefix(prefix, suffixes, params, seeds)
+    finally:
+        gemma.decode_chunk = 16
+    # rows that stopped early left the batch (the short questions end with "[Question]" well before 40 tokens)
+    assert gemma.rows_left_early > left_before
     alone = [gemma.generate([prefix + s], params, [seed])[0] for s, seed in zip(suffixes, seeds)]
     assert [g.text for g in shared] == [g.text for g in alone]
     assert [g.prompt_tokens for g in shared] == [g.prompt_tokens for g in alone]

@@ -39,6 +39,9 @@ class RowSeededGumbel:
         return scores / self.temperature + noise
 
 
+DECODE_CHUNK = 16  # new tokens between the points where finished rows leave a shared-prefix batch
+
+
 class OutsideReasoning:
     """A stopping criterion that ignores stop strings inside an open think block: a reasoning model's
     thoughts may well contain "Question:" before it answers. Rows are decoded only when the wrapped
@@ -74,6 +77,8 @@ class HFBackend(Backend):
         self.share_prefix = share_prefix  # reuse the prefilled prefix in generate_with_prefix
         self.prefix_batch_size = prefix_batch_size  # suffixes decoded together after one shared prefix
         self.kv_cache_gib = kv_cache_gib  # memory cap on those batches' key/value caches
+        self.decode_chunk = DECODE_CHUNK
+        self.rows_left_early = 0  # rows that finished and left a batch before max tokens (a counter for tests)
         self._last_prefix = None
         self._stops: dict = {}
         self._model = None
@@ -281,10 +286,64 @@ class HFBackend(Backend):
         for row, (ids, n) in enumerate(zip(suffix_ids, lengths)):
             input_ids[row, width - n:] = torch.tensor(prefix_ids + ids)
             mask[row, width - n:] = 1
-        with torch.inference_mode():
-            out = model.generate(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
-                                 past_key_values=batch_cache, **self._generate_kwargs(params, seeds, width))
-        return self._decode(out[:, width:], params)
+        return self._decode_in_chunks(input_ids.to(self.device), mask.to(self.device), batch_cache, params, seeds)
+
+    def _decode_in_chunks(self, input_ids, mask, cache, params: GenerationParams,
+                          seeds: Sequence[int]) -> list[tuple[str, int]]:
+        """generate() in spans of `decode_chunk` new tokens; between spans the rows that finished (end of sequence,
+        a stop string, max tokens) leave the batch and its cache, so the batch does not decode until its
+        longest row ends. Each live row sees the same steps and the same sampling draws as in one generate
+        call (its generator carries over), so outputs are unchanged."""
+        import torch
+
+        width = input_ids.shape[1]
+        kwargs = self._generate_kwargs(params, seeds, width)
+        criterion = kwargs["stopping_criteria"][0] if "stopping_criteria" in kwargs else None
+        sampler = kwargs["logits_processor"][0] if "logits_processor" in kwargs else None
+        ends = self._end_ids()
+        live = list(range(input_ids.shape[0]))
+        rows_out: dict[int, list[int]] = {}
+        left = params.max_new_tokens
+        while live:
+            step = min(self.decode_chunk, left)
+            with torch.inference_mode():
+                out = self.model.generate(input_ids=input_ids, attention_mask=mask, past_key_values=cache,
+                                          **{**kwargs, "max_new_tokens": step})
+            new = out[:, input_ids.shape[1]:]
+            left -= step
+            stopped = criterion(out, None).tolist() if criterion is not None else [False] * len(live)
+            keep = []
+            for i, row in enumerate(live):
+                tokens = new[i].tolist()
+                rows_out.setdefault(row, []).extend(tokens)
+                if left > 0 and tokens and len(tokens) == step and tokens[-1] not in ends \
+                        and not ends.intersection(tokens) and not stopped[i]:
+                    keep.append(i)
+            if len(keep) < len(live):
+                self.rows_left_early += sum(1 for i in range(len(live)) if i not in keep) if left > 0 else 0
+                if not keep:
+                    break
+                index = torch.tensor(keep, device=out.device)
+                cache.batch_select_indices(index)
+                if sampler is not None:
+                    sampler.generators = [sampler.generators[i] for i in keep]
+                out = out[index]
+                mask = mask[index]
+                live = [live[i] for i in keep]
+            mask = torch.cat([mask, mask.new_ones((mask.shape[0], out.shape[1] - mask.shape[1]))], dim=1)
+            input_ids = out
+        pad = self.tokenizer.pad_token_id
+        longest = max(len(t) for t in rows_out.values())
+        padded = torch.full((len(rows_out), longest), pad, dtype=torch.long)
+        for row, tokens in rows_out.items():
+            padded[row, :len(tokens)] = torch.tensor(tokens, dtype=torch.long)
+        return self._decode(padded, params)
+
+    def _end_ids(self) -> set[int]:
+        """Token ids that end a row: the generation config's end-of-sequence ids and the padding id."""
+        eos = self.model.generation_config.eos_token_id
+        ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        return ids | {self.tokenizer.pad_token_id}
 
     def loglik(self, contexts: Sequence[str], continuations: Sequence[str]) -> list[RawLoglik]:
         import torch
@@ -351,6 +410,10 @@ def _preallocated_layer_class():
             self._k[:, :, :used], self._v[:, :, :used] = self.keys, self.values
             self._used = used
             self.keys, self.values = self._k[:, :, :used], self._v[:, :, :used]
+
+        def batch_select_indices(self, indices) -> None:
+            self._k, self._v = self._k[indices], self._v[indices]
+            self.keys, self.values = self._k[:, :, :self._used], self._v[:, :, :self._used]
 
         def update(self, key_states, value_states, *args, **kwargs):
             end = self._used + key_states.shape[-2]
