@@ -137,9 +137,11 @@ class Runner:
         self.tasks = [make_task(t) for t in config.tasks]  # validates names before anything heavy
         if config.llm_backend is None:
             resolve(config.llm)  # validates the LLM names and backends
+        named = [] if config.llm_backend is not None else [config.llm]  # a backend object is taken as it is
         if config.llm_backend is None or config.selection_llm is not None:
             resolve(config.oracle_llm)
-        for spec in (config.llm, config.oracle_llm):
+            named.append(config.oracle_llm)
+        for spec in named:
             check_chat_template(spec)
         self.prices = PriceTable.load(config.prices) if config.prices else None  # a bad file fails before any work
         known = available()
