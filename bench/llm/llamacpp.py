@@ -7,7 +7,7 @@ talks JSON lines over its pipes and stops it at exit. If the engine dies, or say
 already in the cache, and `--resume` continues from there.
 
 Weights: an embedded model's GGUF is re-encoded once as Q8_0 (cached, keyed by the GGUF's sha256). On AVX2
-CPUs llama.cpp's batched kernels are ~1.7x faster on Q8_0 than on Q4_1, and Q8_0 is all but lossless on top
+CPUs llama.cpp's batched kernels are 1.4-1.7x faster on Q8_0 than on Q4_1 (16-row decode, prefill), and Q8_0 is all but lossless on top
 of a 4-bit file (its step is 1/127 of a block's largest weight; Q4_1's is 1/15 of its range). `weights=
 "native"` keeps the file as it is. Outputs differ numerically from the transformers path, which runs the
 de-quantised float32 weights; `python -m bench perf --engines hf,llamacpp` measures how much.
