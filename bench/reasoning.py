@@ -28,6 +28,12 @@ def answer_start(text: str) -> int | None:
     return 0
 
 
+def stop_in_answer(text: str, stops: Sequence[str]) -> bool:
+    """Whether a stop string occurs in the answer part (never inside an open think block)."""
+    start = answer_start(text)
+    return start is not None and any(stop in text[start:] for stop in stops)
+
+
 def cut_at_stop(text: str, stops: Sequence[str]) -> str:
     """Cut at the first stop string of the answer part; a think block is kept whole (generation halts at a
     stop string, but the tokens may run past it)."""

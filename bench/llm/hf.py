@@ -316,11 +316,10 @@ class HFBackend(Backend):
             for i, row in enumerate(live):
                 tokens = new[i].tolist()
                 rows_out.setdefault(row, []).extend(tokens)
-                if left > 0 and tokens and len(tokens) == step and tokens[-1] not in ends \
-                        and not ends.intersection(tokens) and not stopped[i]:
+                if left > 0 and len(tokens) == step and not ends.intersection(tokens) and not stopped[i]:
                     keep.append(i)
             if len(keep) < len(live):
-                self.rows_left_early += sum(1 for i in range(len(live)) if i not in keep) if left > 0 else 0
+                self.rows_left_early += len(live) - len(keep) if left > 0 else 0
                 if not keep:
                     break
                 index = torch.tensor(keep, device=out.device)

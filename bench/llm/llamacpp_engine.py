@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bench.llm.base import common_length
-from bench.reasoning import answer_start, cut_at_stop
+from bench.reasoning import cut_at_stop, stop_in_answer
 
 HEARTBEAT_S = 2.0  # the parent's hang detector hears from a busy engine at least this often
 
@@ -220,11 +220,8 @@ class Engine:
         row.text += self.piece(token)
         if len(row.new) >= max_new_tokens:
             row.done = True
-        elif stop:
-            text = row.text.decode("utf-8", "ignore")
-            begin = answer_start(text)
-            if begin is not None and any(s in text[begin:] for s in stop):
-                row.done = True
+        elif stop and stop_in_answer(row.text.decode("utf-8", "ignore"), stop):
+            row.done = True
 
     def loglik(self, contexts: list[str], continuations: list[str]) -> list[dict]:
         out = []

@@ -80,6 +80,12 @@ def resolve(spec: LLMSpec) -> tuple[str, str]:
     return backend, alias.names[backend]
 
 
+def openai_api(spec: LLMSpec) -> str:
+    """The OpenAI endpoint a spec calls: --openai-api, else its alias's, else completions."""
+    alias = ALIASES.get(spec.name)
+    return spec.api or (alias.openai_api if alias else "completions")
+
+
 def provides_loglik(spec: LLMSpec) -> tuple[bool, str]:
     """Whether the spec's backend can score continuations (and why not), known before anything loads:
     hf and embedded compute them; an OpenAI-compatible completions endpoint returns them with echo + logprobs
@@ -89,8 +95,7 @@ def provides_loglik(spec: LLMSpec) -> tuple[bool, str]:
         return True, ""
     if backend == "ollama":
         return False, "ollama's OpenAI endpoint returns no prompt log-probabilities"
-    alias = ALIASES.get(spec.name)
-    api = spec.api or (alias.openai_api if alias else "completions")
+    api = openai_api(spec)
     if api == "chat":
         return False, "the chat API returns no prompt log-probabilities (use --openai-api completions)"
     return True, ""
@@ -105,8 +110,7 @@ def check_chat_template(spec: LLMSpec) -> None:
     if spec.chat_template not in CHAT_TEMPLATE_MODES:
         raise ConfigError(f"--chat-template must be one of {', '.join(CHAT_TEMPLATE_MODES)}, got '{spec.chat_template}'")
     backend, _model = resolve(spec)
-    alias = ALIASES.get(spec.name)
-    api = spec.api or (alias.openai_api if alias else "completions")
+    api = openai_api(spec)
     if spec.chat_template == "on" and backend in ("openai", "ollama") and api != "chat":
         raise ConfigError("--chat-template on: the server applies chat templates only on its chat API "
                           "(add --openai-api chat)")
@@ -143,8 +147,7 @@ def make_backend(spec: LLMSpec) -> Backend:
                          prefix_batch_size=spec.prefix_batch_size, kv_cache_gib=spec.kv_cache_gib)
     from bench.llm.openai_backend import OpenAIBackend
 
-    alias = ALIASES.get(spec.name)
-    api = spec.api or (alias.openai_api if alias else "completions")
+    api = openai_api(spec)
     base = spec.api_base or (OLLAMA_BASE if backend == "ollama" else None)
     return OpenAIBackend(model, api_base=base, api=api, concurrency=spec.concurrency, timeout_s=spec.timeout_s,
-                         retries=spec.retries, reasoning=bool(alias and alias.reasoning))
+                         retries=spec.retries, reasoning=bool(ALIASES.get(spec.name) and ALIASES[spec.name].reasoning))
