@@ -116,3 +116,35 @@ def test_batches_are_capped_by_memory_and_split_rows_agree(gemma, data_dir):
         gemma.prefix_batch_size, gemma.kv_cache_gib = saved
     whole = gemma.generate_with_prefix(prefix, suffixes, params, list(range(5)))
     assert [g.text for g in split] == [g.text for g in whole]
+
+
+def test_suffixes_prefilled_together_give_each_row_its_own_cache(gemma, data_dir):
+    """The batch cache after the grouped, right-padded suffix prefill holds, for every row, the keys and values
+    the row's own prompt gives when run alone (sliding-window layers: its last window-1 columns)."""
+    import torch
+
+    from bench.llm.hf import _length_groups
+    from bench.tasks import make_task
+
+    task = make_task("gsm8k")
+    demos = task.load_splits(data_dir, n_test=1, n_val=1, pool_size=40, seed=0).pool[:5]
+    prefix_ids = gemma.tokenizer(task.prefix(demos))["input_ids"]  # longer than Gemma 3's sliding window
+    heads = [gemma.tokenizer(q, add_special_tokens=False)["input_ids"]
+             for q in ["What is 2 + 3?", "A farmer has 12 cows and sells 5. How many are left now?",
+                       "Tom reads 7 pages a day for 3 weeks. How many pages does he read in all?", "Hi"]]
+    assert len(_length_groups([len(h) for h in heads])) >= 2  # several groups, rows padded within them
+    gemma.forget_prefix()
+    prefix_cache, _ = gemma._prefix_cache(prefix_ids)
+    batch = gemma._prefill_suffixes(prefix_cache, heads)
+    length = len(prefix_ids) + max(len(h) for h in heads)
+    for row, head in enumerate(heads):
+        with torch.inference_mode():
+            alone = gemma.model(torch.tensor([prefix_ids + head]), use_cache=True).past_key_values
+        for layer, own in zip(batch.layers, alone.layers):
+            width = layer.keys.shape[-2]
+            assert width == (min(length, layer.sliding_window - 1) if layer.is_sliding else length)
+            mine = min(width, len(prefix_ids) + len(head))
+            torch.testing.assert_close(layer.keys[row, :, width - mine:], own.keys[0, :, -mine:], atol=1e-4, rtol=1e-4)
+            torch.testing.assert_close(layer.values[row, :, width - mine:], own.values[0, :, -mine:],
+                                       atol=1e-4, rtol=1e-4)
+            assert not layer.keys[row, :, :width - mine].any()  # left padding is zeros

@@ -193,10 +193,10 @@ class HFBackend(Backend):
                              seeds: Sequence[int]) -> list[RawGeneration]:
         """Prefill the shared prefix once, then decode the suffixes together in left-padded batches.
 
-        Each suffix is prefilled (all but its last token) on a copy of the prefix's key/value cache;
-        the per-row caches are right-aligned into one batch cache, so every row keeps its own token
-        positions and sliding-window neighbourhood, and greedy outputs equal one-call-at-a-time
-        generation. The shared part is the prefix's tokens up to the first place where any row's own
+        The suffixes (all but their last tokens) are prefilled together, in one forward pass after a batch
+        copy of the prefix's key/value cache; the rows are then right-aligned into one batch cache, so every
+        row keeps its own token positions and sliding-window neighbourhood, and greedy outputs equal
+        one-call-at-a-time generation. The shared part is the prefix's tokens up to the first place where any row's own
         tokenisation of prefix + suffix departs from them; the rest of each row is its suffix.
         """
         if not self.share_prefix or not suffixes:
@@ -248,7 +248,9 @@ class HFBackend(Backend):
         if self._last_prefix is not None and self._last_prefix[0] == key:
             return self._last_prefix[1], 0
         with torch.inference_mode():
-            cache = self.model(torch.tensor([prefix_ids], device=self.device), use_cache=True).past_key_values
+            # logits of the last position only: a vocabulary-wide output for every prefix token is wasted work
+            cache = self.model(torch.tensor([prefix_ids], device=self.device), use_cache=True,
+                               logits_to_keep=1).past_key_values
         self._last_prefix = (key, cache)
         return cache, len(prefix_ids)
 
@@ -264,22 +266,11 @@ class HFBackend(Backend):
 
     def _decode_after_prefix(self, prefix_cache, prefix_ids: list[int], suffix_ids: list[list[int]],
                              params: GenerationParams, seeds: Sequence[int]) -> list[tuple[str, int]]:
-        import copy
-
         import torch
 
-        model = self.model
-        row_caches = []
-        with torch.inference_mode():
-            for ids in suffix_ids:
-                cache = copy.deepcopy(prefix_cache)
-                if len(ids) > 1:  # the last token goes through generate, which returns its logits
-                    model(torch.tensor([ids[:-1]], device=self.device), past_key_values=cache, use_cache=True)
-                row_caches.append(cache)
+        batch_cache = self._prefill_suffixes(prefix_cache, [ids[:-1] for ids in suffix_ids])
         lengths = [len(prefix_ids) + len(ids) for ids in suffix_ids]
         width = max(lengths)
-        batch_cache = _right_aligned(row_caches, width - 1, model.config)
-        del row_caches
         _reserve(batch_cache, width + params.max_new_tokens)
         input_ids = torch.full((len(suffix_ids), width), self.tokenizer.pad_token_id, dtype=torch.long)
         mask = torch.zeros((len(suffix_ids), width), dtype=torch.long)
@@ -287,6 +278,40 @@ class HFBackend(Backend):
             input_ids[row, width - n:] = torch.tensor(prefix_ids + ids)
             mask[row, width - n:] = 1
         return self._decode_in_chunks(input_ids.to(self.device), mask.to(self.device), batch_cache, params, seeds)
+
+    def _prefill_suffixes(self, prefix_cache, heads: list[list[int]]):
+        """The batch cache after each row's suffix head (all but its last token, which generate feeds).
+
+        Rows of similar length are prefilled together, one forward pass per group: the heads are right-padded
+        after a batch copy of the prefix cache, so each real token sits at its own position and, attention
+        being causal, never sees the padding after it. The rows are then right-aligned (see _right_aligned)
+        to end at the same column.
+        """
+        import torch
+        from transformers.cache_utils import DynamicCache
+
+        placed: list = [None] * len(heads)  # per row: (padded group cache, its row there, padding after it)
+        for group in _length_groups([len(h) for h in heads]):
+            longest = max(len(heads[i]) for i in group)
+            cache = DynamicCache(config=self.model.config)
+            for layer, prefix_layer in zip(cache.layers, prefix_cache.layers):
+                keys = prefix_layer.keys.expand(len(group), -1, -1, -1)
+                values = prefix_layer.values.expand(len(group), -1, -1, -1)
+                layer.lazy_initialization(keys, values)
+                layer.keys, layer.values = keys, values
+                if layer.is_sliding:
+                    layer.cumulative_length = prefix_layer.cumulative_length
+                    layer.record_past = True  # keep every column: shorter rows need ones a window would drop
+            if longest:
+                ids = torch.full((len(group), longest), self.tokenizer.pad_token_id, dtype=torch.long)
+                for row, i in enumerate(group):
+                    ids[row, :len(heads[i])] = torch.tensor(heads[i], dtype=torch.long)
+                with torch.inference_mode():
+                    self.model(ids.to(self.device), past_key_values=cache, use_cache=True, logits_to_keep=1)
+            for row, i in enumerate(group):
+                placed[i] = (cache, row, longest - len(heads[i]))
+        length = prefix_cache.get_seq_length() + max(len(h) for h in heads)
+        return _right_aligned(placed, length, self.model.config)
 
     def _decode_in_chunks(self, input_ids, mask, cache, params: GenerationParams,
                           seeds: Sequence[int]) -> list[tuple[str, int]]:
@@ -428,27 +453,43 @@ def _preallocated_layer_class():
     return PreallocatedLayer
 
 
-def _right_aligned(row_caches, length: int, config):
-    """One batch cache from single-row caches of different lengths, each row ending at column `length`.
+def _length_groups(lengths: list[int], slack: float = 1.2) -> list[list[int]]:
+    """Row indices grouped by length, shortest first, so that a group padded to its longest row holds at most
+    `slack` times its real tokens: GSM8K questions vary up to 4x in length, and one padded batch doubled the
+    prefill's tokens."""
+    groups: list[list[int]] = []
+    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+        group = groups[-1] if groups else None
+        if group and lengths[i] * (len(group) + 1) <= slack * (sum(lengths[j] for j in group) + lengths[i]):
+            group.append(i)
+        else:
+            groups.append([i])
+    return groups
 
-    Rows are left-padded with zeros (masked by the attention mask). A sliding-window layer keeps its
-    last window-1 columns, exactly what each row's own layer keeps, and counts `length` tokens seen.
+
+def _right_aligned(placed, length: int, config):
+    """One batch cache with every row ending at column `length`. Row i is row placed[i][1] of cache
+    placed[i][0], followed there by placed[i][2] padding columns, which are dropped; the row is moved right,
+    left-padded with zeros (masked by the attention mask). A sliding-window layer keeps each row's last
+    window-1 columns, exactly what the row's own layer would keep, and counts `length` tokens seen.
     """
-    import torch
     from transformers.cache_utils import DynamicCache
 
     batch = DynamicCache(config=config)
     for index, layer in enumerate(batch.layers):
-        rows = [cache.layers[index] for cache in row_caches]
-        width = min(length, rows[0].sliding_window - 1) if rows[0].is_sliding else length
-        keys, values = [], []
-        for row in rows:
-            pad = width - row.keys.shape[-2]
-            zeros = row.keys.new_zeros(row.keys.shape[:-2] + (pad, row.keys.shape[-1]))
-            keys.append(torch.cat([zeros, row.keys], dim=-2))
-            values.append(torch.cat([zeros, row.values], dim=-2))
-        layer.lazy_initialization(keys[0], values[0])
-        layer.keys, layer.values = torch.cat(keys), torch.cat(values)
+        first = placed[0][0].layers[index]
+        width = min(length, first.sliding_window - 1) if first.is_sliding else length
+        shape = (len(placed), first.keys.shape[1], width, first.keys.shape[-1])
+        keys = first.keys.new_zeros(shape)
+        values = first.values.new_zeros(shape[:-1] + (first.values.shape[-1],))
+        for row, (cache, source_row, padding) in enumerate(placed):
+            source = cache.layers[index]
+            end = source.keys.shape[-2] - padding
+            take = min(width, end)
+            keys[row, :, width - take:] = source.keys[source_row, :, end - take:end]
+            values[row, :, width - take:] = source.values[source_row, :, end - take:end]
+        layer.lazy_initialization(keys, values)
+        layer.keys, layer.values = keys, values
         if layer.is_sliding:
             layer.cumulative_length = length
     return batch
