@@ -138,7 +138,8 @@ def _engines(engines: list[str], hf_backend, shared_pull, args) -> dict:
     out: dict[str, dict] = {}
     reference = None
     for name in engines:
-        engine = hf_backend if name == "hf" else LlamaCppBackend(args.llm, parallel=min(args.prefix_batch_size, 16))
+        # the same rows in flight on both engines, as in a run (--prefix-batch-size)
+        engine = hf_backend if name == "hf" else LlamaCppBackend(args.llm, parallel=args.prefix_batch_size)
         try:
             engine.warm()
             seconds, times, rows = _timed(lambda: shared_pull(engine), args.repeats)
