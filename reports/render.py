@@ -180,13 +180,14 @@ def convergence_section(out: Path) -> list[str]:
         for method, trace in by_method.items():
             steps = [r for r in trace if "gap_index" in r]
             summary = next((r for r in trace if r.get("summary")), {})
-            wall = sum(r["seconds"] for r in steps)
-            outside = sum(r["seconds_outside_llm"] for r in steps)
+            # a certified stop's loop (lucb-static) times no rounds and knows no regret: those cells say n/a
+            wall = sum(r.get("seconds", 0.0) for r in steps)
+            outside = sum(r.get("seconds_outside_llm", 0.0) for r in steps)
             last = steps[-1]
-            rows.append([method, task, len(steps), summary.get("pulls", last["pulls_after"]), last["llm_calls_total"],
-                         summary.get("stopped_by", ""), f"{last['gap_index']:.4f}",
-                         f"{last['simple_regret']:.4f} ({last['regret_kind']})"
-                         if last["simple_regret"] == last["simple_regret"] else "n/a",
+            regret = last.get("simple_regret", float("nan"))
+            rows.append([method, task, len(steps), summary.get("pulls", last.get("pulls_after", last.get("pulls"))),
+                         last.get("llm_calls_total", "n/a"), summary.get("stopped_by", ""), f"{last['gap_index']:.4f}",
+                         f"{regret:.4f} ({last['regret_kind']})" if regret == regret else "n/a",
                          f"{100 * outside / wall:.1f}%" if wall > 0 else "n/a"])
         convergence_plot(by_method, out / f"convergence_{task}.png", title=f"{task}: gap index and simple regret")
     lines = ["## Bandit convergence", "",

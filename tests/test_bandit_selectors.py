@@ -88,3 +88,22 @@ def test_pac_selectors_run_in_the_beyond_group_and_warn_when_not_certified(tmp_p
     records = [r for r in lines(tmp_path / "run" / "records.jsonl") if r["method"] == "dearicl-pac-dynamic"]
     assert len(records) == 3 and all(len(r["demo_ids"]) == 5 for r in records)
     assert "Beyond the paper" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_lucb_static_sweeps_every_arm_and_says_when_it_is_not_certified(tmp_path, data_dir, fake):
+    cfg = make_config(tmp_path, data_dir, methods=["lucb-static"], tasks=["gsm8k"], n_test=2, n_val=4, pool_size=40,
+                      method_params={"*": {**SMALL["*"], "max_pulls": 20}})
+    run = Runner(cfg).run()["runs"][0]
+    assert run["group"] == "beyond" and run["score"] is not None
+    assert any("before the certificate held" in w for w in run["warnings"])
+    assert not any("arms were pulled once" in w for w in run["warnings"])  # 20 pulls cover the 16 arms
+    summary = [f for f in lines(tmp_path / "run" / "fits.jsonl")][0]["trace"][-1]
+    assert summary["stopped_by"] == "max_pulls" and summary["pulls"] == 20 and summary["surrogate"] == "none"
+    assert run["llm_calls"]["selection"] <= (20 + 3) * 4
+
+
+def test_lucb_static_cut_short_in_its_sweep_warns_that_not_every_arm_was_seen(tmp_path, data_dir, fake):
+    cfg = make_config(tmp_path, data_dir, methods=["lucb-static"], tasks=["gsm8k"], n_test=2, n_val=4, pool_size=40,
+                      method_params=SMALL)
+    run = Runner(cfg).run()["runs"][0]
+    assert any("only 6 of 16 arms were pulled once" in w for w in run["warnings"])

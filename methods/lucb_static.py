@@ -1,0 +1,54 @@
+"""lucb-static (beyond the paper): model-free certified top-m identification on the LLM's rewards.
+
+LUCB1 over the arms (dearicl/confidence.py, the reference of `bench simulate`): every arm is pulled once, then
+each round pulls the weakest arm of the empirical top m and the strongest arm outside it, until the upper bound
+of the one minus the lower bound of the other is below epsilon, with per-arm anytime-valid confidence
+sequences at level delta / n_arms (a union bound). No surrogate: the cost of a certificate without a model, to
+set beside CASE's and DEARICL's uncertified gap-index stops. The top-m set is re-scored on validation like the
+other static bandit selectors, and its best arm is used for every test query. A run that ends (budget,
+max_pulls) before the certificate holds says so in its warnings.
+"""
+from __future__ import annotations
+
+from bench.errors import FitFailed
+from bench.items import Item
+from dearicl.confidence import CONFIDENCE_SEQUENCES, LUCB
+from methods.bandit_base import BanditSelector, observed_rewards, prepare, rescore
+from methods.base import FitContext, register
+
+
+@register("lucb-static")
+class LucbStatic(BanditSelector):
+    level = "task"
+    surrogate_kind = "none"
+    table_group = "beyond"
+
+    def __init__(self, cs: str = "query-bernstein", **bandit):
+        super().__init__(**bandit)
+        if cs not in CONFIDENCE_SEQUENCES:
+            raise ValueError(f"lucb-static: cs must be one of {', '.join(CONFIDENCE_SEQUENCES)}, got {cs!r}")
+        self.cs = cs
+
+    def fit(self, ctx: FitContext) -> "LucbStatic":
+        self.check_pool(ctx)
+        self.prep_ = prep = prepare(ctx, self.n_arms)
+        m = min(self.m, max(1, len(prep.arms) - 1))
+        self.result_ = result = LUCB(prep.env, m, epsilon=self.epsilon, delta=self.delta, max_pulls=self.max_pulls,
+                                     cs=self.cs).run()
+        if result.pulls == 0:
+            raise FitFailed("lucb-static: no arm was pulled before the budget ended; raise --llm-budget")
+        if result.pulls < len(prep.arms):
+            self.warn(f"only {result.pulls} of {len(prep.arms)} arms were pulled once before the {result.stopped_by} "
+                      "stop: the top m is chosen among those")
+        if result.stopped_by != "certified":
+            self.warn(f"stopped by {result.stopped_by} after {result.pulls} pulls before the certificate held: "
+                      "the returned arms are not certified epsilon-good")
+        self.best_arm_ = rescore(prep.env, result.top_m, observed_rewards(prep.env, ctx.oracle))
+        return self
+
+    def select(self, query: Item) -> list[Item]:
+        return self.demos_of(self.best_arm_)
+
+    def settings(self) -> dict:
+        return {**super().settings(), "stop_rule": "certified: min LCB(top m) >= max UCB(rest) - epsilon",
+                "surrogate": "none (per-arm confidence sequences)", "confidence_sequence": self.cs}
