@@ -68,7 +68,10 @@ def render(out: Path, baseline: str | None = None, prices: PriceTable | None = N
     if tests:
         md += ["## Paired tests", "", f"Against `{base}`: paired t-test p, Holm-adjusted over the methods of each "
                "task; for exact-match tasks also the exact McNemar test on the items where exactly one of the two "
-               "is right (Holm-adjusted likewise).", ""]
+               "is right (Holm-adjusted likewise). MDD: the minimal detectable difference, the smallest true "
+               "difference (×100) the paired t-test at p < 0.05 (before Holm) finds with 80% power, from n and the sd "
+               "of the differences (noncentral t): a difference that is not significant is probably smaller than the "
+               "MDD, not shown to be zero.", ""]
         mcnemar_holm = {}
         for task in {t for _, t in tests}:
             mcnemar_holm.update(holm({k: tt.mcnemar_p for k, tt in tests.items() if k[1] == task
@@ -78,11 +81,14 @@ def render(out: Path, baseline: str | None = None, prices: PriceTable | None = N
             return "n/a" if p is None or p != p else f"{p:.4f}"
 
         rows = [[m, t, tt.n, f"{100 * tt.mean_diff:+.2f}", f"{tt.t:.3f}", fmt_p(tt.p), fmt_p(tt.p_holm),
-                 fmt_p(tt.mcnemar_p), fmt_p(mcnemar_holm.get((m, t)))] for (m, t), tt in sorted(tests.items())]
+                 fmt_p(tt.mcnemar_p), fmt_p(mcnemar_holm.get((m, t))),
+                 "n/a" if tt.sd_diff != tt.sd_diff else f"{100 * tt.sd_diff:.2f}",
+                 "n/a" if tt.mdd != tt.mdd else f"{100 * tt.mdd:.2f}"] for (m, t), tt in sorted(tests.items())]
         from tabulate import tabulate
 
         md += [tabulate(rows, headers=["Method", "Task", "n", "Δ×100", "t", "p", "p (Holm)", "McNemar p",
-                                       "McNemar p (Holm)"], tablefmt="github", disable_numparse=True), ""]
+                                       "McNemar p (Holm)", "sd of Δ×100", "MDD×100 (80% power)"],
+                                tablefmt="github", disable_numparse=True), ""]
     if exemplars:
         (a, b), table, found = exemplar_table(records, exemplars, exemplar_methods)
         md += ["## Exemplars", "", f"Test items where `{a}` and `{b}` disagree in correctness ({found} in all; "

@@ -37,6 +37,8 @@ class PairedTTest:
     p: float
     p_holm: float = math.nan  # Holm-adjusted over the methods compared with the same baseline on the task
     mcnemar_p: float | None = None  # exact McNemar test, for 0/1 scores only
+    sd_diff: float = math.nan  # standard deviation of the paired differences
+    mdd: float = math.nan  # minimal detectable difference: see min_detectable_difference
 
     @classmethod
     def of(cls, method_scores: dict[str, float], baseline_scores: dict[str, float]) -> "PairedTTest":
@@ -49,8 +51,9 @@ class PairedTTest:
             return cls(n=len(common), mean_diff=diff, t=math.nan, p=math.nan,
                        mcnemar_p=mcnemar_exact(a, b) if len(common) else None)
         res = stats.ttest_rel(a, b)
+        sd = float(np.std(a - b, ddof=1))
         return cls(n=len(common), mean_diff=float((a - b).mean()), t=float(res.statistic), p=float(res.pvalue),
-                   mcnemar_p=mcnemar_exact(a, b))
+                   mcnemar_p=mcnemar_exact(a, b), sd_diff=sd, mdd=min_detectable_difference(sd, len(common)))
 
     def better(self, alpha: float = 0.05, corrected: bool = False) -> bool:
         p = self.p_holm if corrected else self.p
@@ -59,6 +62,26 @@ class PairedTTest:
     def worse(self, alpha: float = 0.05, corrected: bool = False) -> bool:
         p = self.p_holm if corrected else self.p
         return not math.isnan(p) and p < alpha and self.mean_diff < 0
+
+
+def min_detectable_difference(sd_diff: float, n: int, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The smallest true mean difference that a two-sided paired t-test at `alpha` detects with probability
+    `power`, for n pairs whose differences have standard deviation sd_diff (exact: noncentral t). A comparison
+    that is not significant says only that the true difference is probably below this."""
+    if n < 3 or not sd_diff > 0:  # with 1 degree of freedom the noncentral t overflows; no power worth stating
+        return math.nan
+    from scipy.optimize import brentq
+
+    df, critical = n - 1, stats.t.ppf(1 - alpha / 2, n - 1)
+
+    def power_at(effect: float) -> float:  # effect in units of sd_diff
+        shift = effect * math.sqrt(n)
+        return float(stats.nct.sf(critical, df, shift) + stats.nct.cdf(-critical, df, shift))
+
+    upper = (critical + 3.0) / math.sqrt(n)  # widened until it reaches the power (noncentral t is NaN far out)
+    while power_at(upper) < power:
+        upper *= 2
+    return brentq(lambda effect: power_at(effect) - power, 1e-9, upper) * sd_diff
 
 
 def mcnemar_exact(a: np.ndarray, b: np.ndarray) -> float | None:

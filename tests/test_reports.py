@@ -65,6 +65,35 @@ def test_report_daggers_against_baseline(tmp_path):
     assert "p (Holm)" in md and "McNemar p" in md
 
 
+def test_minimal_detectable_difference_matches_the_noncentral_t_power():
+    from reports.stats import min_detectable_difference
+
+    # statsmodels' TTestPower().solve_power(nobs=n, alpha=0.05, power=0.8) gives these effect sizes
+    assert min_detectable_difference(1.0, 200) == pytest.approx(0.1991, abs=5e-4)
+    assert min_detectable_difference(1.0, 20) == pytest.approx(0.6604, abs=5e-4)
+    assert min_detectable_difference(0.2, 200) == pytest.approx(0.2 * min_detectable_difference(1.0, 200))
+    # large n: the normal approximation (z_0.975 + z_0.8) / sqrt(n)
+    assert min_detectable_difference(1.0, 5000) == pytest.approx((1.959964 + 0.841621) / 5000 ** 0.5, rel=2e-3)
+    assert math.isnan(min_detectable_difference(0.0, 50)) and math.isnan(min_detectable_difference(1.0, 2))
+    # the test's power at the MDD is 80%, checked by simulation
+    rng = np.random.default_rng(0)
+    from scipy import stats as sps
+    mdd = min_detectable_difference(1.0, 30)
+    hits = [sps.ttest_1samp(rng.normal(mdd, 1.0, 30), 0).pvalue < 0.05 for _ in range(4000)]
+    assert np.mean(hits) == pytest.approx(0.8, abs=0.02)
+
+
+def test_paired_tests_table_shows_the_minimal_detectable_difference(tmp_path):
+    rng = np.random.default_rng(5)
+    base = rng.uniform(0.3, 0.5, 60)
+    _make_run(tmp_path, {"zero-shot": base, "knn": base + rng.normal(0, 0.1, 60)})
+    write_report(tmp_path, baseline="zero-shot")
+    table = (tmp_path / "report.md").read_text().split("## Paired tests")[1]
+    knn = next(line for line in table.splitlines() if line.startswith("| knn "))
+    sd, mdd = (float(c) for c in knn.split("|")[10:12])
+    assert sd == pytest.approx(10, abs=2) and mdd == pytest.approx(sd * 0.3677, rel=0.01)  # n = 60
+
+
 def test_holm_and_mcnemar_by_hand():
     from reports.stats import holm, mcnemar_exact
 
