@@ -282,7 +282,8 @@ def cmd_list(argv: list[str]) -> int:
 
 def cmd_report(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bench report", formatter_class=HelpFormatter)
-    p.add_argument("dirs", type=Path, nargs="+", help="run folder(s); several are merged, one column group each")
+    p.add_argument("dirs", type=Path, nargs="+",
+                   help="run folder(s); several are merged, one column group each; or one study folder (run folders inside)")
     p.add_argument("--baseline", default=None, help="method for the paired t-tests (default case-dynamic)")
     p.add_argument("--prices", type=Path, default=None, help="YAML: model -> {input, output} USD per 1M tokens")
     p.add_argument("--exemplars", type=int, default=0, help="show N test items where two methods disagree")
@@ -301,6 +302,12 @@ def cmd_report(argv: list[str]) -> int:
         if args.out:
             args.out.write_text(text, encoding="utf-8")
         print(text)
+        return 0
+    from reports.study import study_runs, write_study_report
+
+    if study_runs(args.dirs[0]):  # a study: run folders inside
+        path = write_study_report(args.dirs[0], args.baseline)
+        print(path.read_text(encoding="utf-8"))
         return 0
     pair = tuple(args.exemplar_methods) if args.exemplar_methods else None
     path = write_report(args.dirs[0], args.baseline, prices, args.exemplars, pair)

@@ -1,6 +1,8 @@
 """The six bandit selectors through the runner, with the deterministic fake backend."""
 
 
+import json
+
 from bench.runner import Runner
 from test_runner import lines, make_config
 
@@ -107,3 +109,30 @@ def test_lucb_static_cut_short_in_its_sweep_warns_that_not_every_arm_was_seen(tm
                       method_params=SMALL)
     run = Runner(cfg).run()["runs"][0]
     assert any("only 6 of 16 arms were pulled once" in w for w in run["warnings"])
+
+
+def test_a_study_folder_renders_seeds_and_the_convergence_table_beside_the_paper(tmp_path, data_dir, fake):
+    import csv
+
+    from bench.cli import main
+
+    study = tmp_path / "study"
+    for seed in (0, 1):
+        cfg = make_config(tmp_path, data_dir, methods=["case-static", "knn"], tasks=["gsm8k"], n_test=2, n_val=3,
+                          pool_size=40, method_params=SMALL, seed=seed, out=study / f"rq1-seed{seed}")
+        Runner(cfg).run()
+    for _ in range(2):  # the study's own results.json does not make it a run folder on the next render
+        assert main(["report", str(study)]) == 0
+    md = (study / "report.md").read_text()
+    table = md.split("## Bandit convergence and LLM calls")[1]
+    row = next(line for line in table.splitlines() if line.startswith("| case-static "))
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[1:3] == ["gsm8k", "2"] and cells[-2:] == ["10200", "510"]  # two seeds; the paper's calls, rounds
+    assert "max_pulls 2" in cells[6]  # SMALL stops every fit at 6 pulls
+    assert "(2)" in md.split("## Scores")[1]  # scores aggregated over the two seeds
+    rows = list(csv.DictReader((study / "results.csv").open()))
+    assert sorted((r["seed"], r["method"]) for r in rows) == [("0", "case-static"), ("0", "knn"),
+                                                              ("1", "case-static"), ("1", "knn")]
+    meta = json.loads((study / "results.json").read_text())["meta"]
+    assert meta["folders"] == ["rq1-seed0", "rq1-seed1"]
+    assert (study / "rq1-seed0" / "report.md").exists()

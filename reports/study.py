@@ -1,0 +1,117 @@
+"""A study folder: run folders (its subfolders holding a results.json) rendered together.
+
+`python -m bench report STUDY` re-renders every run's report, then writes STUDY/report.md with the scores of all
+runs (seeds aggregated), the bandit convergence table (selection calls, rounds, stop reasons and selection time,
+mean ± sd over seeds) beside the paper's LLM-calls table and rounds, and STUDY/results.json (with `meta`) and
+results.csv: every run row with its folder and seed.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from bench.records import read_fits
+from reports.results import load_results
+
+# The paper's Table "Results comparing the number of LLM calls" (dearicl_paper.tex l.807-808) and its rounds (l.817).
+PAPER_CALLS = {("case-static", "gsm8k"): 10200, ("case-static", "aquarat"): 4360, ("case-static", "wmt19"): 87,
+               ("dearicl-static", "gsm8k"): 2600, ("dearicl-static", "aquarat"): 1580, ("dearicl-static", "wmt19"): 48}
+PAPER_ROUNDS = {("case-static", "gsm8k"): 510, ("dearicl-static", "gsm8k"): 130,
+                ("case-static", "aquarat"): 238, ("dearicl-static", "aquarat"): 79}
+CSV_FIELDS = ("folder", "seed", "method", "task", "group", "score", "ci_low", "ci_high", "n", "selection_calls",
+              "inference_calls", "selection_seconds", "error")
+
+
+def study_runs(folder: Path) -> list[Path]:
+    """The run folders of a study (its subfolders holding a results.json), in name order; none for a run folder
+    (the study's own results.json, written here, does not make it one)."""
+    folder = Path(folder)
+    return sorted(p for p in folder.iterdir() if p.is_dir() and (p / "results.json").exists())
+
+
+def convergence_rows(runs: list[Path]) -> list[dict]:
+    """One row per bandit fit (a fit whose trace ends in a summary): calls, rounds, pulls, stop reason, time."""
+    rows = []
+    for folder in runs:
+        results = load_results(folder)
+        seed = results.get("config", {}).get("seed")
+        calls = {(r["method"], r["task"]): r["llm_calls"]["selection"] for r in results["runs"]}
+        for (method, task), fit in read_fits(folder / "fits.jsonl").items():
+            summary = next((r for r in fit.trace if r.get("summary") and "rounds" in r), None)
+            if summary is None or fit.reused_from:
+                continue
+            rows.append({"folder": folder.name, "seed": seed, "method": method, "task": task,
+                         "selection_calls": calls.get((method, task), fit.selection_calls),
+                         "rounds": summary["rounds"], "pulls": summary["pulls"], "stopped_by": summary["stopped_by"],
+                         "selection_seconds": round(fit.selection_seconds, 1)})
+    return rows
+
+
+def _mean_sd(values: list[float], digits: int = 0) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def convergence_table(rows: list[dict]) -> str:
+    from tabulate import tabulate
+
+    cells: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        cells.setdefault((row["method"], row["task"]), []).append(row)
+    table = []
+    for (method, task), group in sorted(cells.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        stops: dict[str, int] = {}
+        for row in group:
+            stops[row["stopped_by"]] = stops.get(row["stopped_by"], 0) + 1
+        table.append([method, task, len(group), _mean_sd([r["selection_calls"] for r in group]),
+                      _mean_sd([r["rounds"] for r in group]), _mean_sd([r["pulls"] for r in group]),
+                      ", ".join(f"{k} {v}" for k, v in sorted(stops.items())),
+                      _mean_sd([r["selection_seconds"] / 60 for r in group], 1),
+                      PAPER_CALLS.get((method, task), ""), PAPER_ROUNDS.get((method, task), "")])
+    return tabulate(table, headers=["Method", "Task", "Seeds", "Selection calls", "Rounds", "Pulls", "Stopped by",
+                                    "Selection min", "Paper: calls", "Paper: rounds"],
+                    tablefmt="github", disable_numparse=True)
+
+
+def write_study_report(folder: Path, baseline: str | None = None) -> Path:
+    from reports.render import merged_report, write_report
+
+    folder = Path(folder)
+    runs = study_runs(folder)
+    for run in runs:
+        write_report(run, baseline)
+    md = [f"# Study: {folder.name}", "",
+          f"Run folders: {', '.join(f'[`{r.name}`]({r.name}/report.md)' for r in runs)}. Each has its own report "
+          "(paired tests, power, costs, convergence plots).", ""]
+    if len(runs) > 1:
+        merged = merged_report(runs, baseline).replace(f"{folder}/", "")  # folder names, not this machine's paths
+        md += [merged.replace("# Seeds report", "## Scores").replace("# Merged report", "## Scores"), ""]
+    rows = convergence_rows(runs)
+    if rows:
+        md += ["## Bandit convergence and LLM calls", "",
+               "Per bandit selector and task, over seeds: distinct selection-phase LLM calls (one per validation item "
+               "per pull, the re-scoring pulls included), rounds of the stopping loop, arm pulls, how the fits stopped, "
+               "and selection wall time. The paper's columns are its LLM-calls table and the rounds it reports "
+               "(Llama 3.2 3B, its validation set): they set the direction, not a target.", "",
+               convergence_table(rows), ""]
+    (folder / "report.md").write_text("\n".join(md), encoding="utf-8")
+    every = []
+    for run in runs:
+        results = load_results(run)
+        seed = results.get("config", {}).get("seed")
+        every += [{"folder": run.name, "seed": seed, **row} for row in results["runs"]]
+    meta = {"study": folder.name, "folders": [r.name for r in runs], "rendered_by": "python -m bench report "
+            + " ".join(sys.argv[2:] if len(sys.argv) > 2 else [str(folder)])}
+    (folder / "results.json").write_text(json.dumps({"meta": meta, "runs": every, "convergence": rows}, indent=2),
+                                         encoding="utf-8")
+    with (folder / "results.csv").open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS, extrasaction="ignore")
+        writer.writeheader()
+        for row in every:
+            writer.writerow({**row, "selection_calls": row["llm_calls"]["selection"],
+                             "inference_calls": row["llm_calls"]["inference"]})
+    return folder / "report.md"
