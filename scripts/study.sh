@@ -33,8 +33,9 @@ rq1() {  # task: CASE, DEARICL, dearicl-pac and lucb, 3 seeds, 3000 selection ca
 }
 
 rq2_wmt19() {  # every selector, n-test 200, seed 0; the bandit fits replay RQ1's seed-0 selections and cache
+  # case-dynamic runs 5 pulls of 10 items per test query (200 queries): 10000 calls at most, so a 12000 cap
   run rq2-wmt19-seed0 --tasks wmt19 --methods all --ltr-data own,dearicl --max-new-tokens 64 --seed 0 \
-    --llm-budget 3000 --selections "$RUNS/rq1-wmt19-seed0/selections" --cache "$RUNS/rq1-wmt19-seed0/cache.sqlite"
+    --llm-budget 12000 --selections "$RUNS/rq1-wmt19-seed0/selections" --cache "$RUNS/rq1-wmt19-seed0/cache.sqlite"
 }
 
 sensitivity() {  # WMT19, 50 test items: case-dynamic's per-query pulls; LTR test-time candidates
