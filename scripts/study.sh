@@ -32,10 +32,11 @@ rq1() {  # task: CASE, DEARICL, dearicl-pac and lucb, 3 seeds, 3000 selection ca
   done
 }
 
-rq2_wmt19() {  # every selector, n-test 200, seed 0; the bandit fits replay RQ1's seed-0 selections and cache
-  # case-dynamic runs 5 pulls of 10 items per test query (200 queries): 10000 calls at most, so a 12000 cap
+rq2_wmt19() {  # every selector, n-test 200, seed 0, sharing RQ1 seed 0's answer cache (same pulls: no new call)
+  # case-dynamic runs 5 pulls of 10 items per test query (200 queries): 10000 calls at most, so a 12000 cap; the
+  # cap is part of a selection's identity, so RQ1's fits (cap 3000) are refitted, from the cache where they agree
   run rq2-wmt19-seed0 --tasks wmt19 --methods all --ltr-data own,dearicl --max-new-tokens 64 --seed 0 \
-    --llm-budget 12000 --selections "$RUNS/rq1-wmt19-seed0/selections" --cache "$RUNS/rq1-wmt19-seed0/cache.sqlite"
+    --llm-budget 12000 --cache "$RUNS/rq1-wmt19-seed0/cache.sqlite"
 }
 
 sensitivity() {  # WMT19, 50 test items: case-dynamic's per-query pulls; LTR test-time candidates
@@ -44,8 +45,7 @@ sensitivity() {  # WMT19, 50 test items: case-dynamic's per-query pulls; LTR tes
       --n-test 50 --param "case-dynamic.pulls_per_query=$pulls" --cache "$RUNS/rq1-wmt19-seed0/cache.sqlite"
   done
   run sens-wmt19-ltr-all --tasks wmt19 --methods pirank,neuralndcg,listnet,ndcgloss2pp --max-new-tokens 64 \
-    --seed 0 --n-test 50 --param "*.candidates=all" --selections "$RUNS/rq1-wmt19-seed0/selections" \
-    --cache "$RUNS/rq1-wmt19-seed0/cache.sqlite"
+    --seed 0 --n-test 50 --param "*.candidates=all" --cache "$RUNS/rq1-wmt19-seed0/cache.sqlite"
 }
 
 publish() {  # results, not caches: records, fits, results, reports and plots of every finished run
