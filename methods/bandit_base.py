@@ -121,6 +121,12 @@ class BanditSelector(Selector):
             raise FitFailed(f"{self.name}: no arm was pulled before the budget ended, so the {self.surrogate_kind} "
                             "surrogate is untrained; raise --llm-budget")
 
+    def warn_if_uncertified(self, result) -> None:
+        """A certified search that stopped (budget, max_pulls) before its certificate held says so."""
+        if result.stopped_by != "certified":
+            self.warn(f"stopped by {result.stopped_by} after {result.pulls} pulls before the certificate held: "
+                      "the returned arms are not certified epsilon-good")
+
     def settings(self) -> dict:
         """The bandit's stop rule and hyperparameters, for the report's settings list."""
         rule = "gap index <= epsilon" + (f" and U_t unchanged for {self.patience} rounds" if self.patience else "")
@@ -162,9 +168,7 @@ class PacSelector(BanditSelector):
                         max_pulls=self.max_pulls, seed=ctx.seed, **self.pac)
         self.result_ = result = CertifiedTopM(prep.env, self.surrogate_, cfg).run()
         self.require_pulls(result)
-        if result.stopped_by != "certified":
-            self.warn(f"stopped by {result.stopped_by} after {result.pulls} pulls before the certificate held: "
-                      "the returned arms are not certified epsilon-good")
+        self.warn_if_uncertified(result)
         return result
 
     def settings(self) -> dict:

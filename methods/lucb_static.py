@@ -40,9 +40,7 @@ class LucbStatic(BanditSelector):
         if result.pulls < len(prep.arms):
             self.warn(f"only {result.pulls} of {len(prep.arms)} arms were pulled once before the {result.stopped_by} "
                       "stop: the top m is chosen among those")
-        if result.stopped_by != "certified":
-            self.warn(f"stopped by {result.stopped_by} after {result.pulls} pulls before the certificate held: "
-                      "the returned arms are not certified epsilon-good")
+        self.warn_if_uncertified(result)
         self.best_arm_ = rescore(prep.env, result.top_m, observed_rewards(prep.env, ctx.oracle))
         return self
 

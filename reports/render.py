@@ -80,10 +80,12 @@ def render(out: Path, baseline: str | None = None, prices: PriceTable | None = N
         def fmt_p(p):
             return "n/a" if p is None or p != p else f"{p:.4f}"
 
+        def fmt_x100(value):
+            return "n/a" if value != value else f"{100 * value:.2f}"
+
         rows = [[m, t, tt.n, f"{100 * tt.mean_diff:+.2f}", f"{tt.t:.3f}", fmt_p(tt.p), fmt_p(tt.p_holm),
                  fmt_p(tt.mcnemar_p), fmt_p(mcnemar_holm.get((m, t))),
-                 "n/a" if tt.sd_diff != tt.sd_diff else f"{100 * tt.sd_diff:.2f}",
-                 "n/a" if tt.mdd != tt.mdd else f"{100 * tt.mdd:.2f}"] for (m, t), tt in sorted(tests.items())]
+                 fmt_x100(tt.sd_diff), fmt_x100(tt.mdd)] for (m, t), tt in sorted(tests.items())]
         from tabulate import tabulate
 
         md += [tabulate(rows, headers=["Method", "Task", "n", "Δ×100", "t", "p", "p (Holm)", "McNemar p",

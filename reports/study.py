@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import json
 import statistics
-import sys
 from pathlib import Path
 
 from bench.records import read_fits
@@ -32,11 +31,11 @@ def study_runs(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_dir() and (p / "results.json").exists())
 
 
-def convergence_rows(runs: list[Path]) -> list[dict]:
-    """One row per bandit fit (a fit whose trace ends in a summary): calls, rounds, pulls, stop reason, time."""
+def convergence_rows(loaded: dict[Path, dict]) -> list[dict]:
+    """One row per bandit fit (a fit whose trace ends in a summary): calls, rounds, pulls, stop reason, time.
+    `loaded`: run folder -> its results."""
     rows = []
-    for folder in runs:
-        results = load_results(folder)
+    for folder, results in loaded.items():
         seed = results.get("config", {}).get("seed")
         calls = {(r["method"], r["task"]): r["llm_calls"]["selection"] for r in results["runs"]}
         for (method, task), fit in read_fits(folder / "fits.jsonl").items():
@@ -90,7 +89,8 @@ def write_study_report(folder: Path, baseline: str | None = None) -> Path:
     if len(runs) > 1:
         merged = merged_report(runs, baseline).replace(f"{folder}/", "")  # folder names, not this machine's paths
         md += [merged.replace("# Seeds report", "## Scores").replace("# Merged report", "## Scores"), ""]
-    rows = convergence_rows(runs)
+    loaded = {run: load_results(run) for run in runs}  # each results.json read once
+    rows = convergence_rows(loaded)
     if rows:
         md += ["## Bandit convergence and LLM calls", "",
                "Per bandit selector and task, over seeds: distinct selection-phase LLM calls (one per validation item "
@@ -99,13 +99,9 @@ def write_study_report(folder: Path, baseline: str | None = None) -> Path:
                "(Llama 3.2 3B, its validation set): they set the direction, not a target.", "",
                convergence_table(rows), ""]
     (folder / "report.md").write_text("\n".join(md), encoding="utf-8")
-    every = []
-    for run in runs:
-        results = load_results(run)
-        seed = results.get("config", {}).get("seed")
-        every += [{"folder": run.name, "seed": seed, **row} for row in results["runs"]]
-    meta = {"study": folder.name, "folders": [r.name for r in runs], "rendered_by": "python -m bench report "
-            + " ".join(sys.argv[2:] if len(sys.argv) > 2 else [str(folder)])}
+    every = [{"folder": run.name, "seed": results.get("config", {}).get("seed"), **row}
+             for run, results in loaded.items() for row in results["runs"]]
+    meta = {"study": folder.name, "folders": [r.name for r in runs], "rendered_by": f"python -m bench report {folder}"}
     (folder / "results.json").write_text(json.dumps({"meta": meta, "runs": every, "convergence": rows}, indent=2),
                                          encoding="utf-8")
     with (folder / "results.csv").open("w", newline="", encoding="utf-8") as handle:
