@@ -41,6 +41,20 @@ def _param(value: str) -> tuple[str, str, object]:
     return method, name, parsed
 
 
+def _method_budgets(values: list[str]) -> dict[str, int]:
+    """['lucb-static=1000']: each selector's own cap instead of --llm-budget."""
+    budgets = {}
+    for value in [values] if isinstance(values, str) else values:  # a config file may give one string
+        method, _, count = str(value).partition("=")
+        try:
+            budgets[method.strip()] = int(count)
+            if not method.strip() or budgets[method.strip()] <= 0:
+                raise ValueError
+        except ValueError:
+            raise ConfigError(f"--method-budget wants METHOD=POSITIVE_COUNT, got {value!r}") from None
+    return budgets
+
+
 def _count_or_all(value: str) -> int | None:
     """A positive count, or 'all' (None: every item)."""
     return None if value == "all" else _positive(value)
@@ -102,6 +116,8 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
     p.add_argument("--llm-budget", type=_positive, default=None,
                    help="cap on selection-phase LLM calls per selector and task")
+    p.add_argument("--method-budget", action="append", default=[], metavar="METHOD=N",
+                   help="this selector's own cap instead of --llm-budget, e.g. lucb-static=1000 (repeatable)")
     p.add_argument("--max-new-tokens", type=_positive, default=1000)
     p.add_argument("--temperature", type=float, default=0.25, help="0 = greedy")
     p.add_argument("--param", type=_param, action="append", default=[], metavar="METHOD.NAME=VALUE",
@@ -184,6 +200,7 @@ def run_config(args: argparse.Namespace, file_params: dict | None = None, comman
     method_params: dict[str, dict] = {m: dict(v) for m, v in (file_params or {}).items()}
     for method, name, value in args.param:
         method_params.setdefault(method, {})[name] = value
+    method_budgets = _method_budgets(args.method_budget)
     data_dir = args.data_dir or default_data_dir()
     out = args.out or Path("runs") / f"{args.llm.replace('/', '_')}-seed{args.seed}"
     llm = LLMSpec(name=args.llm, backend=args.backend, api_base=args.api_base, api=args.openai_api,
@@ -206,7 +223,7 @@ def run_config(args: argparse.Namespace, file_params: dict | None = None, comman
     return RunConfig(
         methods=args.methods, tasks=args.tasks, out=out, data_dir=data_dir, data_source=args.data_source, llm=llm,
         n_test=args.n_test, n_val=args.n_val, pool_size=args.pool_size, seed=args.seed, k=args.k,
-        resume=args.resume, llm_budget=args.llm_budget, generation=generation,
+        resume=args.resume, llm_budget=args.llm_budget, method_budgets=method_budgets, generation=generation,
         method_params=method_params, bertscore=BertScoreConfig(args.bertscore_model, args.bertscore_layers),
         encoder=args.encoder, cache_path=args.cache, plugins=args.plugin, progress=not args.no_progress,
         ltr_data=tuple(args.ltr_data), selection_llm=selection_llm, selection_generation=selection_generation,

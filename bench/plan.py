@@ -65,7 +65,7 @@ def plan(runner) -> list[PlanRow]:
                 profiles[k] = task_token_profile(task, splits, k)
             prompt, answer = profiles[k]
             n_val, n_test = len(splits.validation), len(splits.test)
-            bound = selector.capped_call_bound(n_val, n_test, cfg.llm_budget)
+            bound = selector.capped_call_bound(n_val, n_test, cfg.budget_for(method))
             exact = selector.selection_call_bound(n_val, n_test) == 0
             rows.append(PlanRow(method, task.name, bound, exact, n_test, prompt, min(answer, high), high))
     return rows

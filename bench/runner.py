@@ -56,6 +56,7 @@ class RunConfig:
     k: int = 5
     resume: bool = False
     llm_budget: int | None = None
+    method_budgets: dict[str, int] = field(default_factory=dict)  # a selector's own cap instead of llm_budget
     generation: GenerationParams = field(default_factory=GenerationParams)
     method_params: dict[str, dict] = field(default_factory=dict)
     bertscore: BertScoreConfig = field(default_factory=BertScoreConfig)
@@ -83,6 +84,10 @@ class RunConfig:
     def oracle_generation(self) -> GenerationParams:
         return self.selection_generation or self.generation
 
+    def budget_for(self, method: str) -> int | None:
+        """The cap on this selector's selection calls: its own (--method-budget) or the run's (--llm-budget)."""
+        return self.method_budgets.get(method, self.llm_budget)
+
     def _selection_inputs(self) -> dict:
         """Settings every selection depends on: data, seed, budget, the oracle's LLM and scoring."""
         return {"data_dir": str(self.data_dir), "data_source": self.data_source, "n_test": self.n_test,
@@ -93,12 +98,14 @@ class RunConfig:
 
     def identity(self) -> dict:
         """What must match for --resume to continue a run (not the method list: methods can be added)."""
+        own_caps = {"method_budgets": self.method_budgets} if self.method_budgets else {}  # older runs have none
         return {"tasks": self.tasks, "llm": self.llm.identity(), "generation": asdict(self.generation),
-                "method_params": self.method_params, **self._selection_inputs()}
+                "method_params": self.method_params, **self._selection_inputs(), **own_caps}
 
     def selection_identity(self, method: str, task: str, params: dict) -> dict:
         """What one selection depends on: never the LLM that answers the test items."""
-        return {"method": method, "task": task, "params": params, **self._selection_inputs()}
+        return {"method": method, "task": task, "params": params, **self._selection_inputs(),
+                "llm_budget": self.budget_for(method)}
 
 
 def expand_methods(methods: list[str], ltr_data: tuple[str, ...] = ("own",), instances: set[str] = frozenset()
@@ -134,6 +141,10 @@ class Runner:
         for module in config.plugins:
             load_plugin(module)
         self.methods = expand_methods(config.methods, config.ltr_data, instances=set(config.selectors))
+        stray = sorted(set(config.method_budgets) - set(self.methods))
+        if stray:
+            raise ConfigError(f"--method-budget names {', '.join(stray)}, which this run does not run "
+                              f"(methods: {', '.join(self.methods)})")
         self.tasks = [make_task(t) for t in config.tasks]  # validates names before anything heavy
         if config.llm_backend is None:
             resolve(config.llm)  # validates the LLM names and backends
@@ -328,12 +339,15 @@ class Runner:
             self.store.save(key, meta, asdict(summary), picked, rank=self.dist.rank)
 
     def _fit(self, task: Task, splits, selector) -> FitSummary:
-        oracle = RewardOracle(self.selection_client, task, selector.name, self.bertscore, budget=self.cfg.llm_budget)
+        budget = self.cfg.budget_for(selector.name)
+        cap = (f"--method-budget {selector.name}={budget}" if selector.name in self.cfg.method_budgets
+               else f"--llm-budget {budget}")
+        oracle = RewardOracle(self.selection_client, task, selector.name, self.bertscore, budget=budget)
         ctx = FitContext(task=task, pool=splits.pool, validation=splits.validation, encoder=self.encoder,
-                         oracle=oracle, seed=self.cfg.seed, k=selector.k, budget=self.cfg.llm_budget)
+                         oracle=oracle, seed=self.cfg.seed, k=selector.k, budget=budget)
         LOG.info("fit %s on %s%s", selector.name, task.name,
-                 f" (budget {self.cfg.llm_budget} selection calls)" if self.cfg.llm_budget else "")
-        bound = selector.capped_call_bound(len(splits.validation), len(splits.test), self.cfg.llm_budget)
+                 f" (budget {budget} selection calls)" if budget else "")
+        bound = selector.capped_call_bound(len(splits.validation), len(splits.test), budget)
         bar = Progress(bound or None, f"fit {selector.name}/{task.name}", self.cfg.progress and self.dist.is_main,
                        unit="selection calls")
         oracle.on_calls = bar.set
@@ -342,7 +356,7 @@ class Runner:
         try:
             selector.fit(ctx)
         except BudgetExhausted:
-            raise ConfigError(f"{selector.name} on {task.name} hit --llm-budget {self.cfg.llm_budget} and "
+            raise ConfigError(f"{selector.name} on {task.name} hit {cap} and "
                               "could not recover (the selector did not handle its budget)") from None
         except FitFailed as exc:
             error = str(exc)
@@ -351,17 +365,17 @@ class Runner:
         seconds = time.perf_counter() - began
         warnings = selector.fit_warnings
         if oracle.budget_exhausted:
-            warnings.insert(0, f"stopped at --llm-budget {self.cfg.llm_budget} after {oracle.calls} selection "
+            warnings.insert(0, f"stopped at {cap} after {oracle.calls} selection "
                                "calls and used what it had")
         stop = next((row["stopped_by"] for row in reversed(selector.trace() or []) if isinstance(row, dict)
                      and "stopped_by" in row), None)
         LOG.info("fit %s on %s: %d selection calls%s%s in %.1f s%s", selector.name, task.name, oracle.calls,
-                 f" of {self.cfg.llm_budget}" if self.cfg.llm_budget else "", f", stopped by {stop}" if stop else "",
+                 f" of {budget}" if budget else "", f", stopped by {stop}" if stop else "",
                  seconds, f"; FAILED: {error}" if error else (f"; {len(warnings)} warning(s)" if warnings else ""))
         return FitSummary(method=selector.name, task=task.name, level=selector.level,
                           group=selector.table_group or selector.level,
                           selection_seconds=round(seconds, 3), selection_calls=oracle.calls,
-                          budget=self.cfg.llm_budget, budget_exhausted=oracle.budget_exhausted,
+                          budget=budget, budget_exhausted=oracle.budget_exhausted,
                           trace=selector.trace(), warnings=warnings, error=error)
 
     def _infer(self, task: Task, selector, items: list[Item], test_ids: set[str],

@@ -1,51 +1,63 @@
 #!/usr/bin/env bash
-# The evidence study with the embedded models (reports/studies/embedded-2026-11/README.md). Every part is a run
-# folder under runs/study/ and is resumable: rerun the script (or one part) after an interruption and answered
-# calls come from each run's cache. `publish` copies results (not caches or call logs) into the study folder and
-# renders it.
-#   bash scripts/study.sh [PART ...]      PART: rq1-wmt19 rq1-aquarat rq1-gsm8k rq2-wmt19 sensitivity publish
-#                                          (default: all of them, in that order)
+# The evidence study with the embedded models (reports/studies/embedded-2026-11/README.md). Every part is one or
+# more run folders under runs/study/, all resumable: rerun the script (or one part) after an interruption and
+# answered calls come from the study's shared cache. `publish` copies results (not caches or large call logs)
+# into the study folder and renders it.
+#   bash scripts/study.sh [PART ...]
+#   PART: rq1-wmt19 rq1-aquarat rq1-gsm8k rq2-wmt19 certified-wmt19 sensitivity certified-aquarat certified-gsm8k
+#         publish (default: all of them, in that order: the order of what the issue needs most)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1
 RUNS=${RUNS:-runs/study}
 STUDY=${STUDY:-reports/studies/embedded-2026-11}
 SEEDS=${SEEDS:-"0 1 2"}
-BANDITS=case-static,dearicl-static,dearicl-pac-static,lucb-static
 declare -A TOKENS=([wmt19]=64 [aquarat]=256 [gsm8k]=256)  # the pilot's choice (pilot.json)
+declare -A N_TEST=([wmt19]=200 [aquarat]=50 [gsm8k]=50)   # RQ1 on the math tasks is about selection only
+CAP=3000            # selection calls per fit: CASE and DEARICL stop on the gap rule well before (study README)
+CERTIFIED_CAP=2000  # lucb-static and dearicl-pac-static: 20 pulls per arm on average; they may stop uncertified
 mkdir -p "$RUNS"
 
-run() {  # out-name, then run options
+run() {  # out-name, then run options; one answer cache and one selection store for the whole study
   local name=$1; shift
   local resume=()
   [[ -f "$RUNS/$name/config.json" ]] && resume=(--resume)
   echo "$(date -u +%FT%TZ) start $name" >> "$RUNS/times.log"
-  .venv/bin/python -m bench --config configs/study.yaml --no-progress --out "$RUNS/$name" "${resume[@]}" "$@" \
-    > "$RUNS/$name.log" 2>&1
+  .venv/bin/python -m bench --config configs/study.yaml --no-progress --out "$RUNS/$name" "${resume[@]}" \
+    --cache "$RUNS/cache.sqlite" --selections "$RUNS/selections" "$@" > "$RUNS/$name.log" 2>&1
   echo "$(date -u +%FT%TZ) end $name" >> "$RUNS/times.log"
 }
 
-rq1() {  # task: CASE, DEARICL, dearicl-pac and lucb, 3 seeds, 3000 selection calls at most per fit
+rq1() {  # task: CASE and DEARICL (the paper's static versions), 3 seeds
   for seed in $SEEDS; do
-    run "rq1-$1-seed$seed" --tasks "$1" --methods "$BANDITS" --max-new-tokens "${TOKENS[$1]}" --seed "$seed" \
-      --llm-budget 3000 --n-test "$([[ $1 == wmt19 ]] && echo 200 || echo 50)"
+    run "rq1-$1-seed$seed" --tasks "$1" --methods case-static,dearicl-static --max-new-tokens "${TOKENS[$1]}" \
+      --seed "$seed" --llm-budget $CAP --n-test "${N_TEST[$1]}"
   done
 }
 
-rq2_wmt19() {  # every selector, n-test 200, seed 0, sharing RQ1 seed 0's answer cache (same pulls: no new call)
-  # case-dynamic runs 5 pulls of 10 items per test query (200 queries): 10000 calls at most, so a 12000 cap; the
-  # cap is part of a selection's identity, so RQ1's fits (cap 3000) are refitted, from the cache where they agree
+certified() {  # task [seeds]: the certified bandits of the bandit issue, beside RQ1
+  for seed in ${2:-$SEEDS}; do
+    run "certified-$1-seed$seed" --tasks "$1" --methods lucb-static,dearicl-pac-static \
+      --max-new-tokens "${TOKENS[$1]}" --seed "$seed" --llm-budget $CERTIFIED_CAP --n-test "${N_TEST[$1]}"
+  done
+}
+
+rq2_wmt19() {  # every selector, 200 test items, seed 0; RQ1's and certified-wmt19's seed-0 fits are replayed
+  # case-dynamic pulls 5 arms on the 10 validation items for each of the 200 queries: 10000 calls; lens needs
+  # 2800 log-likelihood calls and at most 1000 generations at the study's sizes (configs/study.yaml)
   run rq2-wmt19-seed0 --tasks wmt19 --methods all --ltr-data own,dearicl --max-new-tokens 64 --seed 0 \
-    --llm-budget 12000 --cache "$RUNS/rq1-wmt19-seed0/cache.sqlite"
+    --n-test 200 --llm-budget $CAP --method-budget case-dynamic=10000 --method-budget lens=4000 \
+    --method-budget lucb-static=$CERTIFIED_CAP --method-budget dearicl-pac-static=$CERTIFIED_CAP \
+    --method-budget dearicl-pac-dynamic=$CERTIFIED_CAP
 }
 
 sensitivity() {  # WMT19, 50 test items: case-dynamic's per-query pulls; LTR test-time candidates
   for pulls in 5 10 20; do
     run "sens-wmt19-case-dynamic-$pulls" --tasks wmt19 --methods case-dynamic --max-new-tokens 64 --seed 0 \
-      --n-test 50 --param "case-dynamic.pulls_per_query=$pulls" --cache "$RUNS/rq1-wmt19-seed0/cache.sqlite"
+      --n-test 50 --param "case-dynamic.pulls_per_query=$pulls" --llm-budget $((pulls * 10 * 50))
   done
   run sens-wmt19-ltr-all --tasks wmt19 --methods pirank,neuralndcg,listnet,ndcgloss2pp --max-new-tokens 64 \
-    --seed 0 --n-test 50 --param "*.candidates=all" --cache "$RUNS/rq1-wmt19-seed0/cache.sqlite"
+    --seed 0 --n-test 50 --llm-budget $CAP --param "*.candidates=all"
 }
 
 publish() {  # results, not caches: records, fits, results, reports and plots of every finished run
@@ -53,7 +65,8 @@ publish() {  # results, not caches: records, fits, results, reports and plots of
     name=$(basename "$dir")
     [[ -f "$dir/results.json" ]] || continue
     mkdir -p "$STUDY/$name"
-    cp "$dir"/{results.json,results.csv,records.jsonl,fits.jsonl,config.json} "$STUDY/$name/" 2>/dev/null || true
+    cp "$dir"/{results.json,results.csv,records.jsonl,fits.jsonl,config.json,run_config.yaml} "$STUDY/$name/" \
+      2>/dev/null || true
     cp "$dir"/*.png "$STUDY/$name/" 2>/dev/null || true
     # the call log feeds the reports' token and cost tables; a log over 5 MB stays out of git
     if [[ -f "$dir/calls.jsonl" && $(stat -c %s "$dir/calls.jsonl") -lt 5000000 ]]; then
@@ -65,10 +78,13 @@ publish() {  # results, not caches: records, fits, results, reports and plots of
 }
 
 parts=("$@")
-[[ ${#parts[@]} -eq 0 ]] && parts=(rq1-wmt19 rq1-aquarat rq1-gsm8k rq2-wmt19 sensitivity publish)
+[[ ${#parts[@]} -eq 0 ]] && parts=(rq1-wmt19 rq1-aquarat rq1-gsm8k rq2-wmt19 certified-wmt19 sensitivity
+                                   certified-aquarat certified-gsm8k publish)
 for part in "${parts[@]}"; do
   case $part in
     rq1-wmt19|rq1-aquarat|rq1-gsm8k) rq1 "${part#rq1-}" ;;
+    certified-wmt19) certified wmt19 ;;
+    certified-aquarat|certified-gsm8k) certified "${part#certified-}" 0 ;;  # one seed: 20 min a fit (README)
     rq2-wmt19) rq2_wmt19 ;;
     sensitivity) sensitivity ;;
     publish) publish ;;

@@ -3,6 +3,9 @@
 
 import json
 
+import pytest
+
+from bench.errors import ConfigError
 from bench.runner import Runner
 from test_runner import lines, make_config
 
@@ -46,6 +49,26 @@ def test_bandit_budget_is_enforced(tmp_path, data_dir, fake):
         assert run["n"] == 2  # still answers every test item with what it learned
     sel = [c for c in lines(tmp_path / "run" / "calls.jsonl") if c["phase"] == "selection" and not c["cached"]]
     assert len(sel) <= 20
+
+
+def test_a_method_budget_caps_that_selector_alone(tmp_path, data_dir, fake):
+    params = {"*": {**SMALL["*"], "max_pulls": None}}
+    cfg = make_config(tmp_path, data_dir, methods=["dearicl-static", "case-static"], tasks=["gsm8k"], n_test=2,
+                      n_val=4, pool_size=40, method_params=params, llm_budget=40,
+                      method_budgets={"case-static": 8})
+    runs = {r["method"]: r for r in Runner(cfg).run()["runs"]}
+    assert runs["case-static"]["budget"] == 8 and runs["case-static"]["llm_calls"]["selection"] <= 8
+    assert runs["case-static"]["warnings"][0].startswith("stopped at --method-budget case-static=8 after")
+    assert runs["dearicl-static"]["budget"] == 40 and runs["dearicl-static"]["llm_calls"]["selection"] > 8
+    # the cap is part of what a selection depends on: a different one is a different selection
+    assert cfg.selection_identity("case-static", "gsm8k", {})["llm_budget"] == 8
+    assert cfg.selection_identity("dearicl-static", "gsm8k", {})["llm_budget"] == 40
+
+
+def test_a_method_budget_for_a_method_not_run_is_a_config_error(tmp_path, data_dir):
+    cfg = make_config(tmp_path, data_dir, methods=["knn"], tasks=["gsm8k"], method_budgets={"lucb-static": 5})
+    with pytest.raises(ConfigError, match="--method-budget names lucb-static, which this run does not run"):
+        Runner(cfg)
 
 
 def test_case_dynamic_reports_asked_and_distinct_calls(tmp_path, data_dir, fake):
@@ -136,3 +159,7 @@ def test_a_study_folder_renders_seeds_and_the_convergence_table_beside_the_paper
     meta = json.loads((study / "results.json").read_text())["meta"]
     assert meta["folders"] == ["rq1-seed0", "rq1-seed1"]
     assert (study / "rq1-seed0" / "report.md").exists()
+    tex = (study / "report.tex").read_text()
+    tex_row = next(line for line in tex.splitlines() if line.strip().startswith("case-static"))
+    assert r"\label{tab:convergence}" in tex and [c.strip() for c in tex_row.rstrip("\\ ").split("&")][-2:] == [
+        "10200", "510"] and r"$\pm$" in tex_row  # mean $\pm$ sd over the two seeds, in LaTeX

@@ -38,6 +38,8 @@ def closed_port() -> int:
     (["--llm", "gpt-4o-mini", "--backend", "hf"], "LLM 'gpt-4o-mini' is not available on backend 'hf'"),
     (["--param", "mmr.alpha=1", "--methods", "mmr"], "method 'mmr' has no parameter alpha"),
     (["--temperature", "-1"], "--temperature must be >= 0"),
+    (["--method-budget", "lucb-static"], "--method-budget wants METHOD=POSITIVE_COUNT, got 'lucb-static'"),
+    (["--methods", "knn", "--method-budget", "lucb-static=5"], "--method-budget names lucb-static, which this run"),
 ])
 def test_bad_names(tmp_path, args, message):
     assert_one_line_error(bench(*args, "--out", str(tmp_path / "r")), message)
