@@ -15,7 +15,7 @@ from reports.plots import accuracy_vs_calls, convergence_plot, selection_runtime
 from reports.results import load_results
 from reports.stats import holm
 
-SMOKE_NOTE = ("Runs with the embedded Gemma 3 270M model are smoke-scale: real, computed end to end, "
+SMOKE_NOTE = ("Runs with the embedded Gemma 3 270M model are small-model numbers: real, computed end to end, "
               "but not comparable with the paper's numbers (Llama 3.2 3B and larger).")
 
 

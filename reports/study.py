@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -32,6 +33,12 @@ def study_runs(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_dir() and (p / "results.json").exists())
 
 
+def study_part(folder: str, task: str) -> str:
+    """The part of the study a run folder belongs to: its name without the task and the seed
+    ("rq1-wmt19-seed0" -> "rq1"), so fits of the same method under different settings stay apart."""
+    return re.sub(r"-seed\d+$", "", folder).replace(f"-{task}", "") or folder
+
+
 def convergence_rows(loaded: dict[Path, dict]) -> list[dict]:
     """One row per bandit fit (a fit whose trace ends in a summary): calls, rounds, pulls, stop reason, time.
     `loaded`: run folder -> its results."""
@@ -43,7 +50,8 @@ def convergence_rows(loaded: dict[Path, dict]) -> list[dict]:
             summary = next((r for r in fit.trace if r.get("summary") and "rounds" in r), None)
             if summary is None or fit.reused_from:
                 continue
-            rows.append({"folder": folder.name, "seed": seed, "method": method, "task": task,
+            rows.append({"folder": folder.name, "part": study_part(folder.name, task), "seed": seed,
+                         "method": method, "task": task,
                          "selection_calls": calls.get((method, task), fit.selection_calls),
                          "rounds": summary["rounds"], "pulls": summary["pulls"], "stopped_by": summary["stopped_by"],
                          "selection_seconds": round(fit.selection_seconds, 1)})
@@ -60,21 +68,21 @@ def convergence_table(rows: list[dict], fmt: str = "github") -> str:
     """fmt: "github" (report.md) or "latex_raw" (report.tex)."""
     from tabulate import tabulate
 
-    cells: dict[tuple[str, str], list[dict]] = {}
+    cells: dict[tuple[str, str, str], list[dict]] = {}
     for row in rows:
-        cells.setdefault((row["method"], row["task"]), []).append(row)
+        cells.setdefault((row["part"], row["method"], row["task"]), []).append(row)
     table = []
-    for (method, task), group in sorted(cells.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    for (part, method, task), group in sorted(cells.items(), key=lambda kv: (kv[0][2], kv[0][0], kv[0][1])):
         stops: dict[str, int] = {}
         for row in group:
             stops[row["stopped_by"]] = stops.get(row["stopped_by"], 0) + 1
-        table.append([method, task, len(group), _mean_sd([r["selection_calls"] for r in group]),
+        table.append([part, method, task, len(group), _mean_sd([r["selection_calls"] for r in group]),
                       _mean_sd([r["rounds"] for r in group]), _mean_sd([r["pulls"] for r in group]),
                       ", ".join(f"{k} {v}" for k, v in sorted(stops.items())),
                       _mean_sd([r["selection_seconds"] / 60 for r in group], 1),
                       PAPER_CALLS.get((method, task), ""), PAPER_ROUNDS.get((method, task), "")])
-    return tabulate(table, headers=["Method", "Task", "Seeds", "Selection calls", "Rounds", "Pulls", "Stopped by",
-                                    "Selection min", "Paper: calls", "Paper: rounds"],
+    return tabulate(table, headers=["Part", "Method", "Task", "Seeds", "Selection calls", "Rounds", "Pulls",
+                                    "Stopped by", "Selection min", "Paper: calls", "Paper: rounds"],
                     tablefmt=fmt, disable_numparse=True)
 
 
@@ -97,7 +105,8 @@ def write_study_report(folder: Path, baseline: str | None = None) -> Path:
         md += ["## Bandit convergence and LLM calls", "",
                "Per bandit selector and task, over seeds: distinct selection-phase LLM calls (one per validation item "
                "per pull, the re-scoring pulls included), rounds of the stopping loop, arm pulls, how the fits stopped, "
-               "and selection wall time. The paper's columns are its LLM-calls table and the rounds it reports "
+               "and selection wall time. Part: the run folders' name without task and seed (the study's README says "
+               "what each part sets). The paper's columns are its LLM-calls table and the rounds it reports "
                "(Llama 3.2 3B, its validation set): they set the direction, not a target.", "",
                convergence_table(rows), ""]
     (folder / "report.md").write_text("\n".join(md), encoding="utf-8")

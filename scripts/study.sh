@@ -4,8 +4,10 @@
 # answered calls come from the study's shared cache. `publish` copies results (not caches or large call logs)
 # into the study folder and renders it.
 #   bash scripts/study.sh [PART ...]
-#   PART: rq1-wmt19 rq1-aquarat rq1-gsm8k rq2-wmt19 certified-wmt19 sensitivity certified-aquarat certified-gsm8k
-#         publish (default: all of them, in that order: the order of what the issue needs most)
+#   PART: rq1 (CASE and DEARICL: each seed on every task, seed by seed) or rq1-TASK (one task, every seed),
+#         schedule-TASK (DEARICL trained as this harness's default, not the paper's schedule), rq2-wmt19,
+#         certified-TASK, sensitivity, publish; PART:0,1 runs those seeds only (default: $SEEDS, "0 1 2").
+#   Default: the order of what the issue needs most (the list in main below). Finished runs are skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1
@@ -21,25 +23,28 @@ mkdir -p "$RUNS"
 run() {  # out-name, then run options; one answer cache and one selection store for the whole study
   local name=$1; shift
   local resume=()
+  [[ -f "$RUNS/$name/results.json" ]] && return  # done (delete the folder to run it again)
   [[ -f "$RUNS/$name/config.json" ]] && resume=(--resume)
   echo "$(date -u +%FT%TZ) start $name" >> "$RUNS/times.log"
   .venv/bin/python -m bench --config configs/study.yaml --no-progress --out "$RUNS/$name" "${resume[@]}" \
-    --cache "$RUNS/cache.sqlite" --selections "$RUNS/selections" "$@" > "$RUNS/$name.log" 2>&1
+    --cache "$RUNS/cache.sqlite" --selections "$RUNS/selections" "$@" >> "$RUNS/$name.log" 2>&1
   echo "$(date -u +%FT%TZ) end $name" >> "$RUNS/times.log"
 }
 
-rq1() {  # task: CASE and DEARICL (the paper's static versions), 3 seeds
-  for seed in $SEEDS; do
-    run "rq1-$1-seed$seed" --tasks "$1" --methods case-static,dearicl-static --max-new-tokens "${TOKENS[$1]}" \
-      --seed "$seed" --llm-budget $CAP --n-test "${N_TEST[$1]}"
-  done
+rq1() {  # task seed: CASE and DEARICL (the paper's static versions)
+  run "rq1-$1-seed$2" --tasks "$1" --methods case-static,dearicl-static --max-new-tokens "${TOKENS[$1]}" \
+    --seed "$2" --llm-budget $CAP --n-test "${N_TEST[$1]}"
 }
 
-certified() {  # task [seeds]: the certified bandits of the bandit issue, beside RQ1
-  for seed in ${2:-$SEEDS}; do
-    run "certified-$1-seed$seed" --tasks "$1" --methods lucb-static,dearicl-pac-static \
-      --max-new-tokens "${TOKENS[$1]}" --seed "$seed" --llm-budget $CERTIFIED_CAP --n-test "${N_TEST[$1]}"
-  done
+schedule() {  # task seed: DEARICL with this harness's training schedule (Adam 1e-3, 4 epochs a round) instead of
+  # the paper's (1e-4, one epoch a round): does its early stop come from a network that has barely trained?
+  run "schedule-$1-seed$2" --tasks "$1" --methods dearicl-static --max-new-tokens "${TOKENS[$1]}" --seed "$2" \
+    --llm-budget $CAP --n-test "${N_TEST[$1]}" --param dearicl-static.lr=0.001 --param dearicl-static.epochs_per_round=4
+}
+
+certified() {  # task seed: the certified bandits of the bandit issue, beside RQ1
+  run "certified-$1-seed$2" --tasks "$1" --methods lucb-static,dearicl-pac-static --max-new-tokens "${TOKENS[$1]}" \
+    --seed "$2" --llm-budget $CERTIFIED_CAP --n-test "${N_TEST[$1]}"
 }
 
 rq2_wmt19() {  # every selector, 200 test items, seed 0; RQ1's and certified-wmt19's seed-0 fits are replayed
@@ -77,17 +82,27 @@ publish() {  # results, not caches: records, fits, results, reports and plots of
   .venv/bin/python -m bench report "$STUDY" > /dev/null
 }
 
-parts=("$@")
-[[ ${#parts[@]} -eq 0 ]] && parts=(rq1-wmt19 rq1-aquarat rq1-gsm8k rq2-wmt19 certified-wmt19 sensitivity
-                                   certified-aquarat certified-gsm8k publish)
-for part in "${parts[@]}"; do
-  case $part in
-    rq1-wmt19|rq1-aquarat|rq1-gsm8k) rq1 "${part#rq1-}" ;;
-    certified-wmt19) certified wmt19 ;;
-    certified-aquarat|certified-gsm8k) certified "${part#certified-}" 0 ;;  # one seed: 20 min a fit (README)
-    rq2-wmt19) rq2_wmt19 ;;
-    sensitivity) sensitivity ;;
-    publish) publish ;;
-    *) echo "unknown part: $part" >&2; exit 2 ;;
-  esac
-done
+main() {
+  local parts=("$@") part name seeds seed task
+  [[ ${#parts[@]} -eq 0 ]] && parts=(rq1:0 schedule-wmt19 rq1-wmt19 rq1-aquarat rq1-gsm8k rq2-wmt19 certified-wmt19
+                                     schedule-aquarat:0 schedule-gsm8k:0 sensitivity certified-aquarat:0
+                                     certified-gsm8k:0 publish)
+  for part in "${parts[@]}"; do
+    name=${part%%:*}
+    seeds=$SEEDS
+    [[ $part == *:* ]] && seeds=${part#*:} && seeds=${seeds//,/ }
+    case $name in
+      rq1) for seed in $seeds; do for task in wmt19 aquarat gsm8k; do rq1 $task "$seed"; done; done ;;
+      rq1-*|schedule-*|certified-*)
+        task=${name#*-}
+        [[ -n ${TOKENS[$task]:-} ]] || { echo "unknown task in part: $part" >&2; exit 2; }
+        for seed in $seeds; do "${name%%-*}" "$task" "$seed"; done ;;
+      rq2-wmt19) rq2_wmt19 ;;
+      sensitivity) sensitivity ;;
+      publish) publish ;;
+      *) echo "unknown part: $part" >&2; exit 2 ;;
+    esac
+  done
+}
+
+main "$@"; exit  # parsed whole before it runs: editing this file cannot change a run under way

@@ -61,7 +61,7 @@ def test_full_run_outputs(full_run):
     wmt = [r for r in results["runs"] if r["task"] == "wmt19"]
     assert all("chrf" in r["extra"] for r in wmt)
     report = (full_run / "report.md").read_text()
-    assert "smoke-scale" in report and "BERTScore (zh): all-MiniLM-L6-v2 (local), layer 6" in report
+    assert "small-model numbers" in report and "BERTScore (zh): all-MiniLM-L6-v2 (local), layer 6" in report
     calls = rows(full_run / "calls.jsonl")
     assert len(calls) == 24 and all(c["phase"] == "inference" and c["completion_tokens"] <= 16 for c in calls)
 
