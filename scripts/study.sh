@@ -7,13 +7,16 @@
 #   PART: rq1 (CASE and DEARICL: each seed on every task, seed by seed) or rq1-TASK (one task, every seed),
 #         schedule-TASK (DEARICL trained as this harness's default, not the paper's schedule), rq2-wmt19,
 #         certified-TASK, sensitivity, publish; PART:0,1 runs those seeds only (default: $SEEDS, "0 1 2").
-#   Default: the order of what the issue needs most (the list in main below). Finished runs are skipped.
+#   Default: the order of what the issue needs most (the list in main below). Runs finished here or published
+#   are skipped; `publish` also keeps an unfinished run's finished cells in $STUDY/partial/, which the next
+#   session's run resumes from (sessions do not keep runs/ or the cache).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1
 RUNS=${RUNS:-runs/study}
 STUDY=${STUDY:-reports/studies/embedded-2026-11}
 SEEDS=${SEEDS:-"0 1 2"}
+PY=${STUDY_PYTHON:-.venv/bin/python}  # the tests put a stand-in here
 declare -A TOKENS=([wmt19]=64 [aquarat]=256 [gsm8k]=256)  # the pilot's choice (pilot.json)
 declare -A N_TEST=([wmt19]=200 [aquarat]=50 [gsm8k]=50)   # RQ1 on the math tasks is about selection only
 CAP=3000            # selection calls per fit: CASE and DEARICL stop on the gap rule well before (study README)
@@ -23,10 +26,14 @@ mkdir -p "$RUNS"
 run() {  # out-name, then run options; one answer cache and one selection store for the whole study
   local name=$1; shift
   local resume=()
-  [[ -f "$RUNS/$name/results.json" ]] && return  # done (delete the folder to run it again)
+  [[ -f "$RUNS/$name/results.json" || -f "$STUDY/$name/results.json" ]] && return  # done (delete both to rerun)
+  if [[ ! -f "$RUNS/$name/config.json" && -f "$STUDY/partial/$name/config.json" ]]; then
+    # an earlier session's finished (method, task) cells: resuming skips them (the cache did not survive)
+    mkdir -p "$RUNS/$name" && cp "$STUDY/partial/$name"/* "$RUNS/$name/"
+  fi
   [[ -f "$RUNS/$name/config.json" ]] && resume=(--resume)
   echo "$(date -u +%FT%TZ) start $name" >> "$RUNS/times.log"
-  .venv/bin/python -m bench --config configs/study.yaml --no-progress --out "$RUNS/$name" "${resume[@]}" \
+  "$PY" -m bench --config configs/study.yaml --no-progress --out "$RUNS/$name" "${resume[@]}" \
     --cache "$RUNS/cache.sqlite" --selections "$RUNS/selections" "$@" >> "$RUNS/$name.log" 2>&1
   echo "$(date -u +%FT%TZ) end $name" >> "$RUNS/times.log"
 }
@@ -68,7 +75,15 @@ sensitivity() {  # WMT19, 50 test items: case-dynamic's per-query pulls; LTR tes
 publish() {  # results, not caches: records, fits, results, reports and plots of every finished run
   for dir in "$RUNS"/*/; do
     name=$(basename "$dir")
-    [[ -f "$dir/results.json" ]] || continue
+    if [[ ! -f "$dir/results.json" ]]; then  # unfinished: its records and fits, for a later session to resume
+      [[ -f "$dir/config.json" && -f "$dir/records.jsonl" ]] || continue
+      mkdir -p "$STUDY/partial/$name"
+      cp "$dir"/{config.json,run_config.yaml,records.jsonl,fits.jsonl} "$STUDY/partial/$name/" 2>/dev/null || true
+      [[ -f "$dir/calls.jsonl" && $(stat -c %s "$dir/calls.jsonl") -lt 5000000 ]] && cp "$dir/calls.jsonl" \
+        "$STUDY/partial/$name/"
+      continue
+    fi
+    rm -rf "$STUDY/partial/$name"
     mkdir -p "$STUDY/$name"
     cp "$dir"/{results.json,results.csv,records.jsonl,fits.jsonl,config.json,run_config.yaml} "$STUDY/$name/" \
       2>/dev/null || true
@@ -79,14 +94,14 @@ publish() {  # results, not caches: records, fits, results, reports and plots of
     fi
   done
   cp "$RUNS/times.log" "$STUDY/times.log" 2>/dev/null || true
-  .venv/bin/python -m bench report "$STUDY" > /dev/null
+  "$PY" -m bench report "$STUDY" > /dev/null
 }
 
 main() {
   local parts=("$@") part name seeds seed task
-  [[ ${#parts[@]} -eq 0 ]] && parts=(rq1:0 schedule-wmt19 rq1-wmt19 rq1-aquarat rq1-gsm8k rq2-wmt19 certified-wmt19
-                                     schedule-aquarat:0 schedule-gsm8k:0 sensitivity certified-aquarat:0
-                                     certified-gsm8k:0 publish)
+  [[ ${#parts[@]} -eq 0 ]] && parts=(rq1:0 rq2-wmt19 schedule-wmt19:0 rq1-wmt19 rq1-aquarat rq1-gsm8k
+                                     certified-wmt19 schedule-wmt19 schedule-aquarat:0 schedule-gsm8k:0 sensitivity
+                                     certified-aquarat:0 certified-gsm8k:0 publish)
   for part in "${parts[@]}"; do
     name=${part%%:*}
     seeds=$SEEDS

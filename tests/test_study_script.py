@@ -1,0 +1,70 @@
+"""scripts/study.sh across sessions: published runs are skipped, an unfinished run's finished cells are published to
+partial/ and resumed from there by the next session (runs/ and the cache do not survive a session)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Stands in for `python -m bench`: logs its arguments and what --out held when it started; a run finishes
+# (writes results.json) only when FINISH is set, as if the session ended before it did otherwise.
+STAND_IN = """#!{python}
+import json, os, sys
+from pathlib import Path
+args = sys.argv[3:]
+if args[:1] == ["report"]:
+    Path(args[1], "rendered").write_text("yes")
+    sys.exit(0)
+out = Path(args[args.index("--out") + 1])
+with open(os.environ["CALLS"], "a") as log:
+    log.write(json.dumps({{"args": args, "held": sorted(p.name for p in out.glob("*"))}}) + "\\n")
+out.mkdir(parents=True, exist_ok=True)
+(out / "config.json").write_text("{{}}")
+with open(out / "records.jsonl", "a") as records:
+    records.write(json.dumps({{"session": os.environ["SESSION"]}}) + "\\n")
+(out / "fits.jsonl").write_text("")
+if os.environ.get("FINISH"):
+    (out / "results.json").write_text("{{}}")
+"""
+
+
+def _study(tmp_path: Path, session: str, *parts: str, finish: bool = False) -> list[dict]:
+    stand_in = tmp_path / "python"
+    stand_in.write_text(STAND_IN.format(python=sys.executable))
+    stand_in.chmod(0o755)
+    calls = tmp_path / f"calls-{session}.jsonl"
+    env = {**os.environ, "STUDY_PYTHON": str(stand_in), "RUNS": str(tmp_path / f"runs-{session}"),
+           "STUDY": str(tmp_path / "study"), "CALLS": str(calls), "SESSION": session, "FINISH": "1" if finish else ""}
+    subprocess.run(["bash", str(ROOT / "scripts" / "study.sh"), *parts], env=env, check=True, timeout=60)
+    return [json.loads(line) for line in calls.read_text().splitlines()] if calls.exists() else []
+
+
+def test_an_unfinished_run_resumes_in_the_next_session_from_its_published_cells(tmp_path):
+    study = tmp_path / "study"
+    (first,) = _study(tmp_path, "1", "rq1-wmt19:0", "publish")
+    assert "--resume" not in first["args"] and first["held"] == []
+    partial = study / "partial" / "rq1-wmt19-seed0"
+    assert sorted(p.name for p in partial.iterdir()) == ["config.json", "fits.jsonl", "records.jsonl"]
+    assert not (study / "rq1-wmt19-seed0").exists()  # unfinished: not a run folder of the study
+
+    # a new session: no runs/ folder, the partial cells are restored and the run resumes from them
+    (second,) = _study(tmp_path, "2", "rq1-wmt19:0", "publish", finish=True)
+    assert "--resume" in second["args"]
+    assert {"config.json", "records.jsonl", "fits.jsonl"} <= set(second["held"])
+    published = study / "rq1-wmt19-seed0"
+    rows = [json.loads(line) for line in (published / "records.jsonl").read_text().splitlines()]
+    assert rows == [{"session": "1"}, {"session": "2"}]  # the first session's cells are kept
+    assert (published / "results.json").exists() and not partial.exists()
+    assert (study / "rendered").exists()
+
+    # a third session skips the published run
+    assert _study(tmp_path, "3", "rq1-wmt19:0") == []
+
+
+def test_an_unknown_part_is_refused(tmp_path):
+    stand_in_env = {**os.environ, "RUNS": str(tmp_path / "runs"), "STUDY": str(tmp_path / "study")}
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "study.sh"), "rq1-mnist"], env=stand_in_env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.strip() == "unknown task in part: rq1-mnist"
