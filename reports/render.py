@@ -150,7 +150,9 @@ def bandit_traces(out: Path) -> dict[str, dict[str, list[dict]]]:
     traces: dict[str, dict[str, list[dict]]] = {}
     for (method, task), fit in read_fits(out / "fits.jsonl").items():
         rows = [r for r in fit.trace if "gap_index" in r]
-        if rows:
+        # a fit the budget ended in its first round traced no round, but it ran the loop
+        loop = any("stop_rule" in r.get("settings", {}) for r in fit.trace if r.get("summary"))
+        if rows or loop:
             traces.setdefault(task, {})[method] = fit.trace
     return traces
 
@@ -191,9 +193,11 @@ def convergence_section(out: Path) -> list[str]:
             # a certified stop's loop (lucb-static) times no rounds and knows no regret: those cells say n/a
             wall = sum(r.get("seconds", 0.0) for r in steps)
             outside = sum(r.get("seconds_outside_llm", 0.0) for r in steps)
-            last = steps[-1]
+            last = steps[-1] if steps else {"gap_index": float("nan")}  # a budget can end a fit in its first round
             regret = last.get("simple_regret", float("nan"))
-            rows.append([method, task, len(steps), summary.get("pulls", last.get("pulls_after", last.get("pulls"))),
+            # the loop's own count: a round cut by the budget in its pull has no trace row but did run
+            rounds = summary.get("rounds", len(steps))
+            rows.append([method, task, rounds, summary.get("pulls", last.get("pulls_after", last.get("pulls"))),
                          last.get("llm_calls_total", "n/a"), summary.get("stopped_by", ""), f"{last['gap_index']:.4f}",
                          f"{regret:.4f} ({last['regret_kind']})" if regret == regret else "n/a",
                          f"{100 * outside / wall:.1f}%" if wall > 0 else "n/a"])

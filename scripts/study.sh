@@ -93,7 +93,9 @@ publish() {  # results, not caches: records, fits, results, reports and plots of
       cp "$dir/calls.jsonl" "$STUDY/$name/"
     fi
   done
-  cp "$RUNS/times.log" "$STUDY/times.log" 2>/dev/null || true
+  # every session's start and end lines, kept in time order (runs/ starts empty in a new session)
+  cat "$STUDY/times.log" "$RUNS/times.log" 2>/dev/null | sort -u > "$RUNS/times.merged" || true
+  mv "$RUNS/times.merged" "$STUDY/times.log"
   "$PY" -m bench report "$STUDY" > /dev/null
 }
 

@@ -51,6 +51,20 @@ def test_bandit_budget_is_enforced(tmp_path, data_dir, fake):
     assert len(sel) <= 20
 
 
+def test_a_fit_cut_by_the_budget_reports_the_rounds_it_ran(tmp_path, data_dir, fake):
+    # the budget runs out inside a round's pull: that round computed B_t and counts, as in the study's table
+    params = {"*": {**SMALL["*"], "max_pulls": None}}
+    cfg = make_config(tmp_path, data_dir, methods=["case-static"], tasks=["gsm8k"], n_test=2, n_val=4, pool_size=40,
+                      method_params=params, llm_budget=9)
+    Runner(cfg).run()
+    (fit,) = lines(tmp_path / "run" / "fits.jsonl")
+    summary = fit["trace"][-1]
+    assert summary["stopped_by"] == "budget" and summary["rounds"] > len([r for r in fit["trace"] if "gap_index" in r])
+    table = (tmp_path / "run" / "report.md").read_text().split("## Bandit convergence")[1]
+    row = next(line for line in table.splitlines() if "| case-static " in line)
+    assert [c.strip() for c in row.split("|")[1:-1]][2] == str(summary["rounds"])
+
+
 def test_a_method_budget_caps_that_selector_alone(tmp_path, data_dir, fake):
     params = {"*": {**SMALL["*"], "max_pulls": None}}
     cfg = make_config(tmp_path, data_dir, methods=["dearicl-static", "case-static"], tasks=["gsm8k"], n_test=2,
