@@ -73,24 +73,25 @@ sensitivity() {  # WMT19, 50 test items: case-dynamic's per-query pulls; LTR tes
 }
 
 publish() {  # results, not caches: records, fits, results, reports and plots of every finished run
+  local dir name dest file files
   for dir in "$RUNS"/*/; do
     name=$(basename "$dir")
-    if [[ ! -f "$dir/results.json" ]]; then  # unfinished: its records and fits, for a later session to resume
-      [[ -f "$dir/config.json" && -f "$dir/records.jsonl" ]] || continue
-      mkdir -p "$STUDY/partial/$name"
-      cp "$dir"/{config.json,run_config.yaml,records.jsonl,fits.jsonl} "$STUDY/partial/$name/" 2>/dev/null || true
-      [[ -f "$dir/calls.jsonl" && $(stat -c %s "$dir/calls.jsonl") -lt 5000000 ]] && cp "$dir/calls.jsonl" \
-        "$STUDY/partial/$name/"
+    if [[ -f "$dir/results.json" ]]; then
+      dest=$STUDY/$name files=(results.json results.csv records.jsonl fits.jsonl config.json run_config.yaml)
+      rm -rf "$STUDY/partial/$name"
+    elif [[ -f "$dir/config.json" && -f "$dir/records.jsonl" ]]; then  # unfinished: for a later session to resume
+      dest=$STUDY/partial/$name files=(config.json run_config.yaml records.jsonl fits.jsonl)
+    else
       continue
     fi
-    rm -rf "$STUDY/partial/$name"
-    mkdir -p "$STUDY/$name"
-    cp "$dir"/{results.json,results.csv,records.jsonl,fits.jsonl,config.json,run_config.yaml} "$STUDY/$name/" \
-      2>/dev/null || true
-    cp "$dir"/*.png "$STUDY/$name/" 2>/dev/null || true
+    mkdir -p "$dest"
+    for file in "${files[@]}"; do
+      if [[ -f "$dir/$file" ]]; then cp "$dir/$file" "$dest/"; fi
+    done
+    [[ -f "$dir/results.json" ]] && cp "$dir"/*.png "$dest/" 2>/dev/null || true
     # the call log feeds the reports' token and cost tables; a log over 5 MB stays out of git
     if [[ -f "$dir/calls.jsonl" && $(stat -c %s "$dir/calls.jsonl") -lt 5000000 ]]; then
-      cp "$dir/calls.jsonl" "$STUDY/$name/"
+      cp "$dir/calls.jsonl" "$dest/"
     fi
   done
   # every session's start and end lines, kept in time order (runs/ starts empty in a new session)

@@ -64,7 +64,7 @@ def test_an_unfinished_run_resumes_in_the_next_session_from_its_published_cells(
 
 
 def test_an_unknown_part_is_refused(tmp_path):
-    stand_in_env = {**os.environ, "RUNS": str(tmp_path / "runs"), "STUDY": str(tmp_path / "study")}
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "study.sh"), "rq1-mnist"], env=stand_in_env,
+    env = {**os.environ, "RUNS": str(tmp_path / "runs"), "STUDY": str(tmp_path / "study")}
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "study.sh"), "rq1-mnist"], env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stderr.strip() == "unknown task in part: rq1-mnist"
