@@ -55,6 +55,15 @@ def _method_budgets(values: list[str]) -> dict[str, int]:
     return budgets
 
 
+def _run_folders(paths: list[Path]) -> list[Path]:
+    """--replay-from: each a run folder (its fits.jsonl and records.jsonl), checked before any model loads."""
+    paths = [Path(path) for path in paths]  # a config file gives strings
+    for path in paths:
+        if not (path / "fits.jsonl").is_file() or not (path / "records.jsonl").is_file():
+            raise ConfigError(f"--replay-from {path}: not a run folder (no fits.jsonl and records.jsonl)")
+    return list(paths)
+
+
 def _count_or_all(value: str) -> int | None:
     """A positive count, or 'all' (None: every item)."""
     return None if value == "all" else _positive(value)
@@ -85,6 +94,9 @@ def run_parser() -> argparse.ArgumentParser:
                    help="saved-selection store; give sibling runs the same DIR to replay their selections "
                         "(default: OUT/selections)")
     p.add_argument("--no-selection-reuse", action="store_true", help="always fit, never replay saved selections")
+    p.add_argument("--replay-from", type=Path, nargs="+", default=[], metavar="RUN",
+                   help="published run folders: replay a selection their records hold (same selection LLM, data, "
+                        "seed, parameters and selector code) instead of fitting it")
     p.add_argument("--backend", choices=["embedded", "hf", "openai", "ollama", "llamacpp"], help="override the alias's backend")
     p.add_argument("--api-base", help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1")
     p.add_argument("--openai-api", choices=["completions", "chat"], help="which OpenAI endpoint to call")
@@ -185,7 +197,10 @@ def config_defaults(parser: argparse.ArgumentParser, path: Path) -> dict[str, di
 def resolved_options(args: argparse.Namespace, method_params: dict) -> dict:
     """Every run option after the config file and the command line, as a YAML-ready mapping (--config reads it)."""
     skip = {"config", "param", "resume", "dry_run", "tokens_per_second", "prefill_tokens_per_second"}
-    options = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in skip}
+    def plain(value):  # paths as strings, for YAML
+        return [plain(v) for v in value] if isinstance(value, list) else str(value) if isinstance(value, Path) else value
+
+    options = {k: plain(v) for k, v in vars(args).items() if k not in skip}
     return {**options, "params": method_params}
 
 
@@ -228,6 +243,7 @@ def run_config(args: argparse.Namespace, file_params: dict | None = None, comman
         encoder=args.encoder, cache_path=args.cache, plugins=args.plugin, progress=not args.no_progress,
         ltr_data=tuple(args.ltr_data), selection_llm=selection_llm, selection_generation=selection_generation,
         selections=args.selections, reuse_selections=not args.no_selection_reuse, prices=args.prices,
+        replay_from=_run_folders(args.replay_from),
         log_prompts=args.log_prompts, options=resolved_options(args, method_params), command=command)
 
 

@@ -44,6 +44,7 @@ class FitSummary:
     trace: list[dict] = field(default_factory=list)
     group: str = ""  # row group of the paper's main table (Selector.table_group)
     reused_from: str = ""  # a saved-selection store this run replayed instead of fitting
+    selection_key: str = ""  # bench.selections.selection_key: a run with the same key can replay these records
     warnings: list[str] = field(default_factory=list)  # the fit ran degraded (fallbacks, less data than asked)
     error: str = ""  # the fit failed (FitFailed): the row has no score
 

@@ -26,7 +26,7 @@ from bench.llm.registry import check_chat_template, provides_loglik, resolve
 from bench.metrics import BertScore, BertScoreConfig
 from bench.oracle import RewardOracle
 from bench.records import FitSummary, ItemRecord, append_jsonl, read_fits, read_records
-from bench.selections import ReplaySelector, SelectionStore, selection_key
+from bench.selections import ReplaySelector, SelectionStore, published_selection, selection_key
 from reports.costs import PriceTable
 from bench.tasks import Task, make_task
 from bench.reasoning import THINK_CLOSE, THINK_OPEN
@@ -69,6 +69,7 @@ class RunConfig:
     selection_generation: GenerationParams | None = None  # its decoding settings (None: `generation`)
     selections: Path | None = None  # saved-selection store (None: OUT/../selections)
     reuse_selections: bool = True
+    replay_from: list[Path] = field(default_factory=list)  # published run folders whose records can be replayed
     prices: Path | None = None  # price table for the report's token costs
     options: dict = field(default_factory=dict)  # the resolved command-line options (written as run_config.yaml)
     command: str = ""  # the command line that started the run (results.json's meta)
@@ -305,22 +306,25 @@ class Runner:
                              "code": code_version(type(selector))})
         # an instance's settings are not in the key: it is always fitted, and its selections are not saved
         reuse = self.cfg.reuse_selections and method not in self.cfg.selectors
-        saved = self.store.load(key) if reuse else None
-        if saved is not None and all(it.id in saved[1] for it in splits.test):
+        saved, source = (self.store.load(key), self.store.root) if reuse else (None, None)
+        if reuse and self.cfg.replay_from and not self._covers(saved, splits.test):
+            found = published_selection(self.cfg.replay_from, key, method, task.name, splits.pool)
+            saved, source = (found[:2], found[2]) if found else (None, None)
+        if self._covers(saved, splits.test):
             # the same selection LLM, data, seed and parameters chose these before: no selection call
             original, demos = saved
             selector = ReplaySelector(selector, demos)
             summary = replace(FitSummary(**original), selection_seconds=0.0, selection_calls=0,
-                              reused_from=str(self.store.root))
+                              reused_from=str(source), selection_key=key)
             LOG.info("%s on %s: replayed %d selections from %s (no selection call)", method, task.name,
-                     len(splits.test), self.store.root)
+                     len(splits.test), source)
             if self.dist.is_main and (method, task.name) not in fits:
                 append_jsonl(self.out / FITS, [summary])
         else:
             # Rank 0 fits first and fills the cache; the others then fit on cache hits alone.
             if not self.dist.is_main:
                 self.dist.barrier()
-            summary = self._fit(task, splits, selector)
+            summary = replace(self._fit(task, splits, selector), selection_key=key if reuse else "")
             if self.dist.is_main:
                 if (method, task.name) not in fits or fits[(method, task.name)].error:
                     append_jsonl(self.out / FITS, [summary])
@@ -337,6 +341,11 @@ class Runner:
         if picked and reuse and not isinstance(selector, ReplaySelector):
             meta = {"method": method, "task": task.name, "selection_llm": self.selection_client.backend.describe()}
             self.store.save(key, meta, asdict(summary), picked, rank=self.dist.rank)
+
+    @staticmethod
+    def _covers(saved, test) -> bool:
+        """A saved selection answers this run only if it has demonstrations for every test item."""
+        return saved is not None and all(it.id in saved[1] for it in test)
 
     def _fit(self, task: Task, splits, selector) -> FitSummary:
         budget = self.cfg.budget_for(selector.name)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from bench.items import Item
 from bench.llm.cache import call_key
+from bench.records import read_jsonl
 from methods.base import Selector
 
 
@@ -46,6 +47,29 @@ class SelectionStore:
             for item, rows in data["demos"].items():
                 demos[item] = [_item(row) for row in rows]
         return None if fit is None else (fit, demos)
+
+
+def published_selection(run_dirs: list[Path], key: str, method: str, task: str, pool: list[Item]
+                        ) -> tuple[dict, dict[str, list[Item]], Path] | None:
+    """The selection with this key in a run folder's fits.jsonl (its `selection_key`) and records.jsonl (the demo
+    ids per test item, looked up in `pool`): (fit summary, demonstrations per test item, folder), or None.
+    A published run keeps no selection store; its records are the selection."""
+    by_id = {item.id: item for item in pool}
+    for run_dir in map(Path, run_dirs):
+        fits = [row for row in read_jsonl(run_dir / "fits.jsonl") if row.get("selection_key") == key
+                and row.get("method") == method and row.get("task") == task and not row.get("error")]
+        if not fits:
+            continue
+        demos: dict[str, list[Item]] = {}
+        for row in read_jsonl(run_dir / "records.jsonl"):
+            if row.get("method") == method and row.get("task") == task:
+                if not all(demo in by_id for demo in row["demo_ids"]):
+                    break  # another pool: not this selection
+                demos[row["item_id"]] = [by_id[demo] for demo in row["demo_ids"]]
+        else:
+            if demos:
+                return fits[-1], demos, run_dir
+    return None
 
 
 def _item(row: dict) -> Item:

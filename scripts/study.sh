@@ -32,9 +32,14 @@ run() {  # out-name, then run options; one answer cache and one selection store 
     mkdir -p "$RUNS/$name" && cp "$STUDY/partial/$name"/* "$RUNS/$name/"
   fi
   [[ -f "$RUNS/$name/config.json" ]] && resume=(--resume)
+  local replay=() dir
+  for dir in "$STUDY"/*/ "$STUDY"/partial/*/; do  # an earlier session's selections: its published records
+    if [[ -f $dir/fits.jsonl && -f $dir/records.jsonl ]]; then replay+=("${dir%/}"); fi
+  done
+  if [[ ${#replay[@]} -gt 0 ]]; then replay=(--replay-from "${replay[@]}"); fi
   echo "$(date -u +%FT%TZ) start $name" >> "$RUNS/times.log"
   "$PY" -m bench --config configs/study.yaml --no-progress --out "$RUNS/$name" "${resume[@]}" \
-    --cache "$RUNS/cache.sqlite" --selections "$RUNS/selections" "$@" >> "$RUNS/$name.log" 2>&1
+    --cache "$RUNS/cache.sqlite" --selections "$RUNS/selections" "${replay[@]}" "$@" >> "$RUNS/$name.log" 2>&1
   echo "$(date -u +%FT%TZ) end $name" >> "$RUNS/times.log"
 }
 

@@ -177,3 +177,24 @@ def test_a_study_folder_renders_seeds_and_the_convergence_table_beside_the_paper
     tex_row = next(line for line in tex.splitlines() if "case-static" in line)
     assert r"\label{tab:convergence}" in tex and [c.strip() for c in tex_row.rstrip("\\ ").split("&")][-2:] == [
         "10200", "510"] and r"$\pm$" in tex_row  # mean $\pm$ sd over the two seeds, in LaTeX
+
+
+def test_a_fit_replayed_in_another_part_counts_the_measured_fit_in_both_parts(tmp_path, data_dir, fake):
+    from bench.cli import main
+
+    study = tmp_path / "study"
+    common = dict(methods=["case-static"], tasks=["gsm8k"], n_test=2, n_val=3, pool_size=40, method_params=SMALL)
+    Runner(make_config(tmp_path, data_dir, out=study / "rq1-seed0", selections=tmp_path / "s1", **common)).run()
+    # another session's part: an empty store, the published folder replayed (no selection call)
+    replay = Runner(make_config(tmp_path, data_dir, out=study / "other-seed0", selections=tmp_path / "s2",
+                                replay_from=[study / "rq1-seed0"], **common)).run()
+    assert replay["runs"][0]["llm_calls"]["selection"] == 0
+    assert main(["report", str(study)]) == 0
+    rows = json.loads((study / "results.json").read_text())["convergence"]
+    by_part = {row["part"]: row for row in rows}
+    assert set(by_part) == {"rq1", "other"} and by_part["rq1"]["selection_calls"] > 0
+    for field in ("selection_calls", "rounds", "pulls", "stopped_by"):
+        assert by_part["other"][field] == by_part["rq1"][field]
+    assert by_part["other"]["replayed_from"] == "rq1-seed0" and by_part["rq1"]["replayed_from"] == ""
+    assert "count that fit's calls and time: `other-seed0` (case-static, from `rq1-seed0`)" in (
+        study / "report.md").read_text()

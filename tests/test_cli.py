@@ -40,6 +40,7 @@ def closed_port() -> int:
     (["--temperature", "-1"], "--temperature must be >= 0"),
     (["--method-budget", "lucb-static"], "--method-budget wants METHOD=POSITIVE_COUNT, got 'lucb-static'"),
     (["--methods", "knn", "--method-budget", "lucb-static=5"], "--method-budget names lucb-static, which this run"),
+    (["--replay-from", "tests"], "--replay-from tests: not a run folder (no fits.jsonl and records.jsonl)"),
 ])
 def test_bad_names(tmp_path, args, message):
     assert_one_line_error(bench(*args, "--out", str(tmp_path / "r")), message)

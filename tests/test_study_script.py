@@ -44,7 +44,7 @@ def _study(tmp_path: Path, session: str, *parts: str, finish: bool = False) -> l
 def test_an_unfinished_run_resumes_in_the_next_session_from_its_published_cells(tmp_path):
     study = tmp_path / "study"
     (first,) = _study(tmp_path, "1", "rq1-wmt19:0", "publish")
-    assert "--resume" not in first["args"] and first["held"] == []
+    assert "--resume" not in first["args"] and first["held"] == [] and "--replay-from" not in first["args"]
     partial = study / "partial" / "rq1-wmt19-seed0"
     assert sorted(p.name for p in partial.iterdir()) == ["config.json", "fits.jsonl", "records.jsonl"]
     assert not (study / "rq1-wmt19-seed0").exists()  # unfinished: not a run folder of the study
@@ -52,6 +52,8 @@ def test_an_unfinished_run_resumes_in_the_next_session_from_its_published_cells(
     # a new session: no runs/ folder, the partial cells are restored and the run resumes from them
     (second,) = _study(tmp_path, "2", "rq1-wmt19:0", "publish", finish=True)
     assert "--resume" in second["args"]
+    # every published folder's records are offered for replay (a fit another run already made is not redone)
+    assert second["args"][second["args"].index("--replay-from") + 1] == str(partial)
     assert {"config.json", "records.jsonl", "fits.jsonl"} <= set(second["held"])
     published = study / "rq1-wmt19-seed0"
     rows = [json.loads(line) for line in (published / "records.jsonl").read_text().splitlines()]

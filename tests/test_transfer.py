@@ -28,7 +28,8 @@ def backends(monkeypatch):
 def run(tmp_path, data_dir, out, llm, **kw):
     cfg = make_config(tmp_path, data_dir, methods=METHODS, tasks=["gsm8k"], n_test=3, n_val=3, pool_size=40,
                       method_params=SMALL, out=tmp_path / out, llm=LLMSpec(name=llm, backend="hf"),
-                      selection_llm=LLMSpec(name="selector", backend="hf"), selections=tmp_path / "store", **kw)
+                      selection_llm=LLMSpec(name="selector", backend="hf"),
+                      **{"selections": tmp_path / "store", **kw})
     return Runner(cfg).run()
 
 
@@ -59,6 +60,28 @@ def test_a_different_selection_setting_fits_again(tmp_path, data_dir, backends):
                 selection_generation=GenerationParams(max_new_tokens=8, temperature=0.0))
     assert sum(r["llm_calls"]["selection"] for r in other["runs"]) > 0
     assert not any(r["selection_reused_from"] for r in other["runs"])
+
+
+def test_a_published_run_folder_is_replayed_from_its_records(tmp_path, data_dir, backends):
+    first = run(tmp_path, data_dir, "a", "answerer-1")
+    # another session: no saved-selection store, only the published folder (fits.jsonl, records.jsonl)
+    second = run(tmp_path, data_dir, "b", "answerer-2", selections=tmp_path / "empty", replay_from=[tmp_path / "a"])
+    assert not (tmp_path / "empty").exists() or not list((tmp_path / "empty").iterdir())
+    assert sum(r["llm_calls"]["selection"] for r in first["runs"]) > 0
+    assert all(r["llm_calls"]["selection"] == 0 and r["selection_reused_from"] == str(tmp_path / "a")
+               for r in second["runs"])
+    demos = lambda out: {(r["method"], r["item_id"]): r["demo_ids"] for r in lines(tmp_path / out / "records.jsonl")}
+    assert demos("a") == demos("b")
+    # a replayed fit keeps the original's trace and key, so the replay can be replayed in turn
+    fits = {(f["method"]): f for f in lines(tmp_path / "b" / "fits.jsonl")}
+    original = {(f["method"]): f for f in lines(tmp_path / "a" / "fits.jsonl")}
+    assert all(fits[m]["selection_key"] == original[m]["selection_key"] != "" for m in METHODS)
+    assert fits["dearicl-static"]["trace"] == original["dearicl-static"]["trace"]
+    # another seed is another selection: the published folder does not answer it
+    third = run(tmp_path, data_dir, "c", "answerer-1", selections=tmp_path / "empty", replay_from=[tmp_path / "a"],
+                seed=2)
+    assert not any(r["selection_reused_from"] for r in third["runs"])
+    assert all(r["llm_calls"]["selection"] > 0 for r in third["runs"] if r["method"] not in ("few-shot", "knn"))
 
 
 def test_inference_decoding_alone_does_not_change_selections(tmp_path, data_dir, backends):
