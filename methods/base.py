@@ -1,6 +1,7 @@
 """The Selector contract (fit on a pool, select per query) and the registry of selectors."""
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
 import importlib.util
@@ -161,10 +162,16 @@ def load_plugin(module: str) -> None:
         raise ConfigError(f"plugin module '{module}' could not be imported: {exc}") from None
 
 
+# Packages whose code decides a selection; the LLM layer (bench/) is left out, as the answer cache leaves it out.
+ALGORITHM_PACKAGES = ("methods", "dearicl")
+REGISTRY_MODULE = "methods.zoo"  # imports every selector to register it: part of no one selection
+
+
 def code_version(cls: type) -> str:
-    """A hash of the source files of a selector class and its bases (plugin files included): a saved
-    selection made by other code is not replayed."""
-    digest = hashlib.sha256()
+    """A hash of the source files of a selector class, its bases (plugin files included) and every module of the
+    algorithm packages (and the plugin's own package) they import, transitively: a saved selection made by other
+    code is not replayed."""
+    files: list[Path] = []
     for klass in cls.__mro__:
         if klass is object:
             continue
@@ -173,8 +180,38 @@ def code_version(cls: type) -> str:
         except TypeError:  # a built-in class
             continue
         if source and Path(source).is_file():
-            digest.update(Path(source).read_bytes())
+            packages = {*ALGORITHM_PACKAGES, klass.__module__.split(".")[0]}
+            _with_imports(Path(source), klass.__module__, packages, files)
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def _with_imports(path: Path, module: str, packages: set[str], files: list[Path]) -> None:
+    """Append `path` and, depth first, the files of the modules of `packages` it imports (each file once)."""
+    if path in files:
+        return
+    files.append(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_bytes())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level \
+                else node.module or ""
+            names = [base] + [f"{base}.{alias.name}" for alias in node.names]  # `from pkg import submodule`
+        else:
+            continue
+        for name in names:
+            if name.split(".")[0] not in packages or name == REGISTRY_MODULE:
+                continue
+            try:
+                spec = importlib.util.find_spec(name)
+            except (ImportError, ValueError):  # `from mod import function`: not a module
+                continue
+            if spec and spec.origin and spec.origin.endswith(".py"):
+                _with_imports(Path(spec.origin), name, packages, files)
 
 
 def available() -> dict[str, type[Selector]]:

@@ -158,3 +158,39 @@ def test_exemplar_table_shows_disagreements(tmp_path):
     row = [line for line in table.splitlines() if "Question t1?" in line][0]
     assert "1. Profit and loss" in row and "…" in row and "2. Interest" in row and row.rstrip(" |").endswith("dearicl-dynamic")
     assert "Question t2?" not in table  # both right: no disagreement
+
+
+def test_selection_key_covers_the_algorithm_modules_a_selector_imports(tmp_path, monkeypatch):
+    # a saved DEARICL selection must not be replayed after a change in dearicl/bandit.py, nor a plugin's after a
+    # change in a helper module of its own package
+    import sys
+    from pathlib import Path
+
+    import dearicl.bandit
+    import methods.dearicl_static
+    from methods.base import code_version
+
+    files: list[Path] = []
+    from methods.base import _with_imports
+    _with_imports(Path(methods.dearicl_static.__file__), "methods.dearicl_static", {"methods", "dearicl"}, files)
+    assert Path(dearicl.bandit.__file__) in files and Path(methods.dearicl_static.__file__) == files[0]
+    assert not any("/bench/" in str(path) for path in files)  # the LLM layer is keyed by the answer cache
+    import methods.knn
+    knn_files: list[Path] = []
+    _with_imports(Path(methods.knn.__file__), "methods.knn", {"methods", "dearicl"}, knn_files)
+    assert [path.name for path in knn_files] == ["knn.py", "base.py"]  # not every selector via the registry
+
+    package = tmp_path / "myplug"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "helper.py").write_text("STEP = 1\n")
+    (package / "sel.py").write_text("from methods.base import Selector\nfrom .helper import STEP\n\n\n"
+                                    "class Mine(Selector):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from myplug.sel import Mine
+
+    before = code_version(Mine)
+    assert code_version(Mine) == before
+    (package / "helper.py").write_text("STEP = 2\n")
+    assert code_version(Mine) != before
+    sys.modules.pop("myplug.sel"), sys.modules.pop("myplug.helper"), sys.modules.pop("myplug")
