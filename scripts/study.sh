@@ -10,6 +10,8 @@
 #   Default: the order of what the issue needs most (the list in main below). Runs finished here or published
 #   are skipped; `publish` also keeps an unfinished run's finished cells in $STUDY/partial/, which the next
 #   session's run resumes from (sessions do not keep runs/ or the cache).
+#   STUDY_UNTIL=TIME (anything `date -d` reads, e.g. 03:35 or 2026-11-25T03:35Z): a session's end. The run under
+#   way then is interrupted (SIGINT: what it finished stays resumable), no further run starts, `publish` still runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1
@@ -17,6 +19,10 @@ RUNS=${RUNS:-runs/study}
 STUDY=${STUDY:-reports/studies/embedded-2026-11}
 SEEDS=${SEEDS:-"0 1 2"}
 PY=${STUDY_PYTHON:-.venv/bin/python}  # the tests put a stand-in here
+UNTIL=""
+if [[ -n ${STUDY_UNTIL:-} ]]; then
+  UNTIL=$(date -u -d "$STUDY_UNTIL" +%s) || { echo "STUDY_UNTIL: not a time: $STUDY_UNTIL" >&2; exit 2; }
+fi
 declare -A TOKENS=([wmt19]=64 [aquarat]=256 [gsm8k]=256)  # the pilot's choice (pilot.json)
 declare -A N_TEST=([wmt19]=200 [aquarat]=50 [gsm8k]=50)   # RQ1 on the math tasks is about selection only
 CAP=3000            # selection calls per fit: CASE and DEARICL stop on the gap rule well before (study README)
@@ -37,10 +43,24 @@ run() {  # out-name, then run options; one answer cache and one selection store 
     if [[ -f $dir/fits.jsonl && -f $dir/records.jsonl ]]; then replay+=("${dir%/}"); fi
   done
   if [[ ${#replay[@]} -gt 0 ]]; then replay=(--replay-from "${replay[@]}"); fi
+  local limit=() left status=0
+  if [[ -n $UNTIL ]]; then
+    left=$((UNTIL - $(date -u +%s)))
+    if ((left <= 0)); then
+      echo "$(date -u +%FT%TZ) not started $name (STUDY_UNTIL)" >> "$RUNS/times.log"; return
+    fi
+    limit=(timeout --signal=INT --kill-after=120 "$left")  # SIGINT: the run stops as on Ctrl-C, resumable
+  fi
   echo "$(date -u +%FT%TZ) start $name" >> "$RUNS/times.log"
-  "$PY" -m bench --config configs/study.yaml --no-progress --out "$RUNS/$name" "${resume[@]}" \
-    --cache "$RUNS/cache.sqlite" --selections "$RUNS/selections" "${replay[@]}" "$@" >> "$RUNS/$name.log" 2>&1
-  echo "$(date -u +%FT%TZ) end $name" >> "$RUNS/times.log"
+  "${limit[@]}" "$PY" -m bench --config configs/study.yaml --no-progress --out "$RUNS/$name" "${resume[@]}" \
+    --cache "$RUNS/cache.sqlite" --selections "$RUNS/selections" "${replay[@]}" "$@" >> "$RUNS/$name.log" 2>&1 \
+    || status=$?
+  case $status in
+    0) echo "$(date -u +%FT%TZ) end $name" >> "$RUNS/times.log" ;;
+    3) echo "$(date -u +%FT%TZ) end $name (some selector failed: its row has the error)" >> "$RUNS/times.log" ;;
+    124|130) echo "$(date -u +%FT%TZ) stopped $name (STUDY_UNTIL)" >> "$RUNS/times.log" ;;
+    *) echo "$(date -u +%FT%TZ) failed $name (exit $status, $RUNS/$name.log)" >> "$RUNS/times.log"; exit "$status" ;;
+  esac
 }
 
 rq1() {  # task seed: CASE and DEARICL (the paper's static versions)

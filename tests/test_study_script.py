@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Stands in for `python -m bench`: logs its arguments and what --out held when it started; a run finishes
@@ -27,16 +29,24 @@ with open(out / "records.jsonl", "a") as records:
 (out / "fits.jsonl").write_text("")
 if os.environ.get("FINISH"):
     (out / "results.json").write_text("{{}}")
+if os.environ.get("HANG"):  # a long fit: only STUDY_UNTIL's SIGINT ends it, as Ctrl-C ends `python -m bench`
+    import time
+    try:
+        time.sleep(60)
+    except KeyboardInterrupt:
+        sys.exit(130)
+sys.exit(int(os.environ.get("EXIT", "0")))
 """
 
 
-def _study(tmp_path: Path, session: str, *parts: str, finish: bool = False) -> list[dict]:
+def _study(tmp_path: Path, session: str, *parts: str, finish: bool = False, **env_vars: str) -> list[dict]:
     stand_in = tmp_path / "python"
     stand_in.write_text(STAND_IN.format(python=sys.executable))
     stand_in.chmod(0o755)
     calls = tmp_path / f"calls-{session}.jsonl"
     env = {**os.environ, "STUDY_PYTHON": str(stand_in), "RUNS": str(tmp_path / f"runs-{session}"),
-           "STUDY": str(tmp_path / "study"), "CALLS": str(calls), "SESSION": session, "FINISH": "1" if finish else ""}
+           "STUDY": str(tmp_path / "study"), "CALLS": str(calls), "SESSION": session, "FINISH": "1" if finish else "",
+           **env_vars}
     subprocess.run(["bash", str(ROOT / "scripts" / "study.sh"), *parts], env=env, check=True, timeout=60)
     return [json.loads(line) for line in calls.read_text().splitlines()] if calls.exists() else []
 
@@ -70,3 +80,30 @@ def test_an_unknown_part_is_refused(tmp_path):
     done = subprocess.run(["bash", str(ROOT / "scripts" / "study.sh"), "rq1-mnist"], env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stderr.strip() == "unknown task in part: rq1-mnist"
+
+
+def test_study_until_interrupts_the_run_under_way_starts_no_other_and_still_publishes(tmp_path):
+    import time
+
+    started = time.monotonic()
+    until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3))
+    calls = _study(tmp_path, "1", "rq1-wmt19:0,1", "publish", HANG="1", STUDY_UNTIL=until)
+    assert time.monotonic() - started < 30  # interrupted at the deadline, not after the 60 s "fit"
+    assert [call["args"][call["args"].index("--seed") + 1] for call in calls] == ["0"]  # seed 1 never started
+    log = (tmp_path / "study" / "times.log").read_text()
+    assert "stopped rq1-wmt19-seed0 (STUDY_UNTIL)" in log and "not started rq1-wmt19-seed1 (STUDY_UNTIL)" in log
+    assert (tmp_path / "study" / "partial" / "rq1-wmt19-seed0" / "records.jsonl").exists()  # published to resume
+
+
+def test_a_run_where_some_selector_failed_counts_as_finished_and_the_study_goes_on(tmp_path):
+    calls = _study(tmp_path, "1", "rq1-wmt19:0,1", "publish", finish=True, EXIT="3")
+    assert len(calls) == 2
+    log = (tmp_path / "study" / "times.log").read_text()
+    assert log.count("(some selector failed: its row has the error)") == 2
+
+
+def test_a_run_that_errors_stops_the_study(tmp_path):
+    with pytest.raises(subprocess.CalledProcessError) as failed:
+        _study(tmp_path, "1", "rq1-wmt19:0,1", "publish", EXIT="2")
+    assert failed.value.returncode == 2
+    assert "failed rq1-wmt19-seed0 (exit 2" in (tmp_path / "runs-1" / "times.log").read_text()
