@@ -87,12 +87,12 @@ def test_study_until_interrupts_the_run_under_way_starts_no_other_and_still_publ
 
     started = time.monotonic()
     until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3))
-    calls = _study(tmp_path, "1", "rq1-wmt19:0,1", "publish", HANG="1", STUDY_UNTIL=until)
+    calls = _study(tmp_path, "1", "rq2-wmt19", "sensitivity", "publish", HANG="1", STUDY_UNTIL=until)
     assert time.monotonic() - started < 30  # interrupted at the deadline, not after the 60 s "fit"
-    assert [call["args"][call["args"].index("--seed") + 1] for call in calls] == ["0"]  # seed 1 never started
+    assert [call["args"][call["args"].index("--out") + 1].split("/")[-1] for call in calls] == ["rq2-wmt19-seed0"]
     log = (tmp_path / "study" / "times.log").read_text()
-    assert "stopped rq1-wmt19-seed0 (STUDY_UNTIL)" in log and "not started rq1-wmt19-seed1 (STUDY_UNTIL)" in log
-    assert (tmp_path / "study" / "partial" / "rq1-wmt19-seed0" / "records.jsonl").exists()  # published to resume
+    assert "stopped rq2-wmt19-seed0 (STUDY_UNTIL)" in log and "not started sens-wmt19-ltr-all (STUDY_UNTIL)" in log
+    assert (tmp_path / "study" / "partial" / "rq2-wmt19-seed0" / "records.jsonl").exists()  # published to resume
 
 
 def test_a_run_where_some_selector_failed_counts_as_finished_and_the_study_goes_on(tmp_path):
@@ -107,3 +107,13 @@ def test_a_run_that_errors_stops_the_study(tmp_path):
         _study(tmp_path, "1", "rq1-wmt19:0,1", "publish", EXIT="2")
     assert failed.value.returncode == 2
     assert "failed rq1-wmt19-seed0 (exit 2" in (tmp_path / "runs-1" / "times.log").read_text()
+
+
+def test_study_until_skips_a_run_whose_long_fit_cannot_end_in_time_and_starts_a_shorter_one(tmp_path):
+    import time
+
+    until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 30 * 60 + 30))  # 30 min left
+    calls = _study(tmp_path, "1", "rq1-aquarat:0", "schedule-wmt19:0", finish=True, STUDY_UNTIL=until)
+    assert [call["args"][call["args"].index("--out") + 1].split("/")[-1] for call in calls] == ["schedule-wmt19-seed0"]
+    log = (tmp_path / "runs-1" / "times.log").read_text()
+    assert "not started rq1-aquarat-seed0 (its fit needs ~90 min, 30 left)" in log
