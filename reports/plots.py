@@ -45,20 +45,29 @@ def selection_runtime_chart(runs: list[dict], path: Path) -> Path:
     return path
 
 
-def convergence_plot(traces: dict[str, list[dict]], path: Path, title: str = "") -> Path:
-    """Gap index B_t(ch_t, b_t) and simple regret per round, one line per method (paper's Figure 1). Lines
-    differ in colour, style and marker and are half transparent, so overlapping ones stay visible."""
+def convergence_plot(traces: dict[str, list[dict] | list[list[dict]]], path: Path, title: str = "") -> Path:
+    """Gap index B_t(ch_t, b_t) (log scale, with the stopping threshold epsilon) and simple regret per round, one
+    line per method and trace (paper's Figure 1); a method may have several traces (seeds), drawn in its style.
+    Lines differ in colour, style and marker and are half transparent, so overlapping ones stay visible."""
     fig, (ax_gap, ax_reg) = plt.subplots(1, 2, figsize=(10, 3.6))
-    for i, (method, trace) in enumerate(traces.items()):
-        rows = [r for r in trace if not r.get("summary") and "gap_index" in r and "simple_regret" in r]
-        if not rows:
-            continue
-        rounds = [r["round"] for r in rows]
-        style = {**_style(i), "markersize": 3, "linewidth": 1.2, "alpha": 0.75, "markevery": max(1, len(rows) // 12)}
-        ax_gap.plot(rounds, [r["gap_index"] for r in rows], label=method, **style)
-        ax_reg.plot(rounds, [r["simple_regret"] for r in rows], label=method, **style)
+    epsilons = set()
+    for i, (method, runs) in enumerate(traces.items()):
+        for j, trace in enumerate([runs] if runs and isinstance(runs[0], dict) else runs):
+            epsilons |= {r["settings"]["epsilon"] for r in trace if r.get("summary") and "epsilon" in r.get("settings", {})}
+            rows = [r for r in trace if not r.get("summary") and "gap_index" in r and "simple_regret" in r]
+            if not rows:
+                continue
+            rounds = [r["round"] for r in rows]
+            style = {**_style(i), "markersize": 3, "linewidth": 1.2, "alpha": 0.75,
+                     "markevery": max(1, len(rows) // 12), "label": method if j == 0 else None}
+            ax_gap.plot(rounds, [r["gap_index"] for r in rows], **style)
+            ax_reg.plot(rounds, [r["simple_regret"] for r in rows], **style)
+    if len(epsilons) == 1:  # the stop rule's threshold, when every fit shares it
+        ax_gap.axhline(epsilons.pop(), color="grey", linestyle=":", linewidth=1, label="epsilon")
+    if any(line.get_ydata().size for line in ax_gap.get_lines()):
+        ax_gap.set_yscale("log")  # DEARICL's index spans 2 to 0.05, CASE's 0.2 to 0.1
     ax_gap.set_xlabel("round")
-    ax_gap.set_ylabel("gap index B(ch, b)")
+    ax_gap.set_ylabel("gap index B(ch, b) (log)")
     ax_reg.set_xlabel("round")
     ax_reg.set_ylabel("simple regret")
     handles, labels = ax_gap.get_legend_handles_labels()

@@ -167,6 +167,7 @@ def test_a_study_folder_renders_seeds_and_the_convergence_table_beside_the_paper
     assert cells[0:4] == ["rq1", "case-static", "gsm8k", "2"] and cells[-2:] == ["10200", "510"]  # the paper's
     assert "max_pulls 2" in cells[7]  # SMALL stops every fit at 6 pulls
     assert "(2)" in md.split("## Scores")[1]  # scores aggregated over the two seeds
+    assert "![gsm8k](convergence_gsm8k.png)" in md and (study / "convergence_gsm8k.png").stat().st_size > 5000
     rows = list(csv.DictReader((study / "results.csv").open()))
     assert sorted((r["seed"], r["method"]) for r in rows) == [("0", "case-static"), ("0", "knn"),
                                                               ("1", "case-static"), ("1", "knn")]

@@ -218,6 +218,28 @@ def test_plots_stay_readable_with_many_methods(tmp_path):
     assert len({(str(_style(i)["color"]), _style(i)["linestyle"], _style(i)["marker"]) for i in range(40)}) == 40
 
 
+def test_convergence_plot_draws_every_seed_on_a_log_gap_axis_with_the_threshold(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    import reports.plots as plots
+
+    figures = []
+    monkeypatch.setattr(plots.plt, "close", figures.append)  # keep the figure to look at what was drawn
+
+    def trace(scale):
+        return [{"round": r, "gap_index": scale / r, "simple_regret": 0.1} for r in range(1, 20)] + [
+            {"summary": True, "settings": {"epsilon": 0.1}}]
+
+    plots.convergence_plot({"case": [trace(1.0), trace(2.0)], "dearicl": trace(3.0)}, tmp_path / "c.png")
+    gap_ax, regret_ax = figures[0].axes
+    assert gap_ax.get_yscale() == "log" and len(regret_ax.get_lines()) == 3  # two seeds of case, one of dearicl
+    *fits, threshold = gap_ax.get_lines()
+    assert len(fits) == 3 and list(threshold.get_ydata()) == [0.1, 0.1]
+    assert fits[0].get_color() == fits[1].get_color() != fits[2].get_color()  # a method's seeds share its style
+    assert gap_ax.get_legend_handles_labels()[1] == ["case", "dearicl", "epsilon"]  # one legend entry per method
+    plt.close(figures[0])
+
+
 def test_latex_tables_use_booktabs_with_captions_and_labels(tmp_path):
     rng = np.random.default_rng(0)
     base = rng.uniform(0.2, 0.4, 20)
