@@ -64,8 +64,11 @@ def convergence_plot(traces: dict[str, list[dict] | list[list[dict]]], path: Pat
             ax_reg.plot(rounds, [r["simple_regret"] for r in rows], **style)
     if len(epsilons) == 1:  # the stop rule's threshold, when every fit shares it
         ax_gap.axhline(epsilons.pop(), color="grey", linestyle=":", linewidth=1, label="epsilon")
-    if any(line.get_ydata().size for line in ax_gap.get_lines()):
-        ax_gap.set_yscale("log")  # DEARICL's index spans 2 to 0.05, CASE's 0.2 to 0.1
+    gaps = [float(y) for line in ax_gap.get_lines() for y in line.get_ydata()]
+    if gaps and min(gaps) > 0:  # DEARICL's index spans 2 to 0.05, CASE's 0.2 to 0.1
+        ax_gap.set_yscale("log")
+    elif gaps:  # an index can end below 0: linear around 0, log beyond
+        ax_gap.set_yscale("symlog", linthresh=0.01)
     ax_gap.set_xlabel("round")
     ax_gap.set_ylabel("gap index B(ch, b) (log)")
     ax_reg.set_xlabel("round")

@@ -223,7 +223,7 @@ def test_convergence_plot_draws_every_seed_on_a_log_gap_axis_with_the_threshold(
 
     import reports.plots as plots
 
-    figures = []
+    figures, close = [], plt.close
     monkeypatch.setattr(plots.plt, "close", figures.append)  # keep the figure to look at what was drawn
 
     def trace(scale):
@@ -237,7 +237,12 @@ def test_convergence_plot_draws_every_seed_on_a_log_gap_axis_with_the_threshold(
     assert len(fits) == 3 and list(threshold.get_ydata()) == [0.1, 0.1]
     assert fits[0].get_color() == fits[1].get_color() != fits[2].get_color()  # a method's seeds share its style
     assert gap_ax.get_legend_handles_labels()[1] == ["case", "dearicl", "epsilon"]  # one legend entry per method
-    plt.close(figures[0])
+    close(figures[0])
+    negative = trace(1.0)
+    negative[-2]["gap_index"] = -0.02  # a gap index can end below 0: kept on a symmetric log axis, not dropped
+    plots.convergence_plot({"case": negative}, tmp_path / "n.png")
+    assert figures[1].axes[0].get_yscale() == "symlog"
+    close(figures[1])
 
 
 def test_latex_tables_use_booktabs_with_captions_and_labels(tmp_path):
