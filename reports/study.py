@@ -66,6 +66,64 @@ def convergence_rows(loaded: dict[Path, dict]) -> list[dict]:
     return rows
 
 
+def score_rows(loaded: dict[Path, dict], baseline: str | None = None) -> list[dict]:
+    """One row per (task, part, method) over seeds: score mean (and sd over seeds, or the 95% interval of a single
+    seed), secondary metrics (chrF), selection calls; with one seed, the paired t-test against its run's baseline."""
+    from bench.records import read_records
+    from reports import tables
+
+    cells: dict[tuple[str, str, str], list[tuple[dict, object, str]]] = {}
+    for folder, results in loaded.items():
+        base = tables.pick_baseline(results["runs"], baseline)
+        tests = tables.significance(read_records(folder / "records.jsonl"), base) if base else {}
+        for row in results["runs"]:
+            key = (row["task"], study_part(folder.name, row["task"]), row["method"])
+            cells.setdefault(key, []).append((row, tests.get((row["method"], row["task"])), base))
+    out = []
+    for (task, part, method), entries in cells.items():
+        rows = [row for row, _, _ in entries]
+        scored = [row for row in rows if row.get("score") is not None]
+        first, test, base = entries[0]
+        out.append({"task": task, "part": part, "method": method, "seeds": len(rows), "failed": len(rows) - len(scored),
+                    "metric": first.get("metric_label") or first["metric"], "n": first.get("n"),
+                    "scores": [row["score"] for row in scored],
+                    "ci": (first.get("ci_low"), first.get("ci_high")) if len(scored) == 1 else None,
+                    "extra": {name: [row["extra"][name] for row in scored if name in row.get("extra", {})]
+                              for name in (first.get("extra") or {})},
+                    "selection_calls": [row["llm_calls"]["selection"] for row in rows],
+                    "budget_exhausted": any(row.get("budget_exhausted") for row in rows),
+                    "baseline": base, "test": test if len(rows) == 1 else None})
+    return sorted(out, key=lambda r: (r["task"], r["part"]))  # stable: each run's own (the paper's) method order
+
+
+def scores_table(rows: list[dict], fmt: str = "github") -> str:
+    from tabulate import tabulate
+
+    from reports.tables import score_cell
+
+    def x100(values: list[float]) -> str:
+        return _mean_sd([100 * v for v in values], 2) if values else "failed"
+
+    table = []
+    for r in rows:
+        if len(r["scores"]) == 1:
+            one = {"score": r["scores"][0], "budget_exhausted": r["budget_exhausted"]}
+            score, spread = score_cell(one, r["test"], fmt), "[{:.2f}, {:.2f}]".format(*(100 * v for v in r["ci"])) \
+                if r["ci"][0] is not None else ""
+        else:
+            score, spread = x100(r["scores"]), ""  # mean ± sd over the seeds
+        test = r["test"]
+        versus = ("baseline" if r["method"] == r["baseline"] else "" if test is None or test.p != test.p else
+                  f"{100 * test.mean_diff:+.2f} (p {test.p_holm:.3f})")
+        extra = ", ".join(f"{name} {x100(values)}" for name, values in r["extra"].items() if values)
+        table.append([r["task"], r["part"], r["method"], f"{r['seeds']}" + (f" ({r['failed']} failed)" if r["failed"]
+                     else ""), r["n"], r["metric"], score, spread, versus, extra,
+                     _mean_sd(r["selection_calls"])])
+    return tabulate(table, headers=["Task", "Part", "Method", "Seeds", "n", "Metric", "Score ×100", "95% CI (one seed)",
+                                    "Δ vs baseline ×100 (Holm p)", "Also ×100", "Selection calls"],
+                    tablefmt=fmt, disable_numparse=True)
+
+
 def _mean_sd(values: list[float], digits: int = 0) -> str:
     if len(values) == 1:
         return f"{values[0]:.{digits}f}"
@@ -114,7 +172,8 @@ def convergence_figures(folder: Path, runs: list[Path]) -> dict[str, Path]:
 
 
 def write_study_report(folder: Path, baseline: str | None = None) -> Path:
-    from reports.render import merged_report, write_report
+    from reports import tables
+    from reports.render import write_report
 
     folder = Path(folder)
     runs = study_runs(folder)
@@ -123,10 +182,17 @@ def write_study_report(folder: Path, baseline: str | None = None) -> Path:
     md = [f"# Study: {folder.name}", "",
           f"Run folders: {', '.join(f'[`{r.name}`]({r.name}/report.md)' for r in runs)}. Each has its own report "
           "(paired tests, power, costs, convergence plots).", ""]
-    if len(runs) > 1:
-        merged = merged_report(runs, baseline).replace(f"{folder}/", "")  # folder names, not this machine's paths
-        md += [merged.replace("# Seeds report", "## Scores").replace("# Merged report", "## Scores"), ""]
     loaded = {run: load_results(run) for run in runs}  # each results.json read once
+    scores = score_rows(loaded, baseline)
+    if scores:
+        llms = sorted({results.get("llm", "") for results in loaded.values()} - {""})
+        md += ["## Scores", "",
+               f"Every (task, part, method) of the study, over its seeds (inference LLM: {', '.join(llms)}). Score ×100: "
+               "the mean over seeds ± their sd, or with one seed the score and its 95% bootstrap interval over the test "
+               f"items. With one seed, the paired t-test against that run's baseline: {tables.DAGGER} / {tables.WORSE} "
+               f"p < 0.05, {tables.HOLM_BETTER} / {tables.HOLM_WORSE} after Holm's correction over the run's methods; "
+               "* the selector hit its budget. Each run's report has the tests' details and the minimal detectable "
+               "differences.", "", scores_table(scores), ""]
     rows = convergence_rows(loaded)
     if rows:
         md += ["## Bandit convergence and LLM calls", "",
@@ -149,6 +215,11 @@ def write_study_report(folder: Path, baseline: str | None = None) -> Path:
     (folder / "report.md").write_text("\n".join(md), encoding="utf-8")
     tex = ["% generated by python -m bench report; needs \\usepackage{booktabs}. Each run folder's report.tex holds "
            "its accuracy, calls and time tables."]
+    if scores:
+        tex.append(latex_table(scores_table(scores, "latex_raw").replace("±", r"$\pm$").replace("×", r"$\times$")
+                               .replace("Δ", r"$\Delta$"), "Scores of every task, part and method over seeds "
+                               "(x100; one seed: the 95% bootstrap interval and the paired t-test against the run's "
+                               "baseline, Holm-corrected).", "study-scores"))
     if rows:
         tex.append(latex_table(convergence_table(rows, "latex_raw").replace("±", r"$\pm$"),
                                "Bandit convergence over seeds: selection calls, rounds, pulls, stop reasons and "

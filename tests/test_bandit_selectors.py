@@ -166,7 +166,9 @@ def test_a_study_folder_renders_seeds_and_the_convergence_table_beside_the_paper
     cells = [c.strip() for c in row.split("|")[1:-1]]
     assert cells[0:4] == ["rq1", "case-static", "gsm8k", "2"] and cells[-2:] == ["10200", "510"]  # the paper's
     assert "max_pulls 2" in cells[7]  # SMALL stops every fit at 6 pulls
-    assert "(2)" in md.split("## Scores")[1]  # scores aggregated over the two seeds
+    scores = md.split("## Scores")[1].split("## Bandit")[0]
+    score_row = [c.strip() for c in next(line for line in scores.splitlines() if "| case-static " in line).split("|")]
+    assert score_row[1:5] == ["gsm8k", "rq1", "case-static", "2"] and " ± " in score_row[7]  # over the two seeds
     assert "![gsm8k](convergence_gsm8k.png)" in md and (study / "convergence_gsm8k.png").stat().st_size > 5000
     rows = list(csv.DictReader((study / "results.csv").open()))
     assert sorted((r["seed"], r["method"]) for r in rows) == [("0", "case-static"), ("0", "knn"),
@@ -175,7 +177,8 @@ def test_a_study_folder_renders_seeds_and_the_convergence_table_beside_the_paper
     assert meta["folders"] == ["rq1-seed0", "rq1-seed1"]
     assert (study / "rq1-seed0" / "report.md").exists()
     tex = (study / "report.tex").read_text()
-    tex_row = next(line for line in tex.splitlines() if "case-static" in line)
+    assert r"\label{tab:study-scores}" in tex  # the scores table first, then the convergence table
+    tex_row = next(line for line in tex.split(r"\label{tab:study-scores}")[1].splitlines() if "case-static" in line)
     assert r"\label{tab:convergence}" in tex and [c.strip() for c in tex_row.rstrip("\\ ").split("&")][-2:] == [
         "10200", "510"] and r"$\pm$" in tex_row  # mean $\pm$ sd over the two seeds, in LaTeX
 

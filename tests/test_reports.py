@@ -276,3 +276,27 @@ def test_report_aggregates_seeds_with_mean_sd_and_count(tmp_path, capsys):
     means = [np.mean(good) for good, _ in scores.values()]
     assert f"{100 * np.mean(means):.2f} ± {100 * np.std(means, ddof=1):.2f} (3)" in knn
     assert "fake (3 seeds): gsm8k" in text
+
+
+def test_study_scores_table_has_a_row_per_task_part_and_method_with_the_runs_own_test(tmp_path):
+    from bench.cli import main
+
+    rng = np.random.default_rng(1)
+    base = rng.uniform(0.2, 0.4, 40)
+    noise = rng.normal(0, 0.05, 40)
+    study = tmp_path / "study"
+    # one seed of a part with the LTR data variant, which a merged table used to drop
+    _make_run(study / "rq2-wmt19-seed0", {"case-dynamic": base, "knn": base + 0.2 + noise,
+                                           "pirank@dearicl-data": base - 0.2 + noise}, task="wmt19")
+    for seed in (0, 1):
+        _make_run(study / f"rq1-wmt19-seed{seed}", {"case-static": base + 0.01 * seed}, task="wmt19")
+    assert main(["report", str(study)]) == 0
+    scores = (study / "report.md").read_text().split("## Scores")[1].split("## ")[0]
+    rows = {tuple(c.strip() for c in line.split("|")[2:4]): [c.strip() for c in line.split("|")[1:-1]]
+            for line in scores.splitlines() if line.startswith("| wmt19")}
+    assert set(rows) == {("rq1", "case-static"), ("rq2", "case-dynamic"), ("rq2", "knn"), ("rq2", "pirank@dearicl-data")}
+    knn = rows[("rq2", "knn")]
+    assert knn[3] == "1" and knn[6].endswith("‡") and knn[7].startswith("[") and knn[8] == f"{100 * (0.2 + noise.mean()):+.2f} (p 0.000)"
+    assert rows[("rq2", "pirank@dearicl-data")][6].endswith("⇓") and rows[("rq2", "case-dynamic")][8] == "baseline"
+    seeds = rows[("rq1", "case-static")]
+    assert seeds[3] == "2" and seeds[6] == f"{100 * base.mean() + 0.5:.2f} ± 0.71" and seeds[7] == ""
