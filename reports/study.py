@@ -217,7 +217,7 @@ def write_study_report(folder: Path, baseline: str | None = None) -> Path:
            "its accuracy, calls and time tables."]
     if scores:
         tex.append(latex_table(scores_table(scores, "latex_raw").replace("±", r"$\pm$").replace("×", r"$\times$")
-                               .replace("Δ", r"$\Delta$"), "Scores of every task, part and method over seeds "
+                               .replace("Δ", r"$\Delta$").replace("%", r"\%"), "Scores of every task, part and method over seeds "
                                "(x100; one seed: the 95% bootstrap interval and the paired t-test against the run's "
                                "baseline, Holm-corrected).", "study-scores"))
     if rows:

@@ -298,5 +298,7 @@ def test_study_scores_table_has_a_row_per_task_part_and_method_with_the_runs_own
     knn = rows[("rq2", "knn")]
     assert knn[3] == "1" and knn[6].endswith("‡") and knn[7].startswith("[") and knn[8] == f"{100 * (0.2 + noise.mean()):+.2f} (p 0.000)"
     assert rows[("rq2", "pirank@dearicl-data")][6].endswith("⇓") and rows[("rq2", "case-dynamic")][8] == "baseline"
+    tex = (study / "report.tex").read_text().split(r"\label{tab:study-scores}")[0]
+    assert r"95\% CI" in tex and "‡" not in tex and r"$^\ddagger$" in tex  # LaTeX: % escaped, marks as symbols
     seeds = rows[("rq1", "case-static")]
     assert seeds[3] == "2" and seeds[6] == f"{100 * base.mean() + 0.5:.2f} ± 0.71" and seeds[7] == ""
