@@ -107,9 +107,9 @@ def scores_table(rows: list[dict], fmt: str = "github") -> str:
     table = []
     for r in rows:
         if len(r["scores"]) == 1:
-            one = {"score": r["scores"][0], "budget_exhausted": r["budget_exhausted"]}
-            score, spread = score_cell(one, r["test"], fmt), "[{:.2f}, {:.2f}]".format(*(100 * v for v in r["ci"])) \
-                if r["ci"][0] is not None else ""
+            low, high = r["ci"]
+            score = score_cell({"score": r["scores"][0], "budget_exhausted": r["budget_exhausted"]}, r["test"], fmt)
+            spread = f"[{100 * low:.2f}, {100 * high:.2f}]" if low is not None else ""
         else:
             score, spread = x100(r["scores"]), ""  # mean ± sd over the seeds
         test = r["test"]
