@@ -2,9 +2,10 @@
 
 The engine (`bench/llm/llamacpp_engine.py`) decodes a pull's rows as parallel sequences of one batch, with
 the shared prefix prefilled once and continuous batching. This side starts it, waits for it to report ready,
-talks JSON lines over its pipes and stops it at exit. If the engine dies, or says nothing for `timeout_s`
-(it sends a heartbeat every 2 s while busy), the call fails with one LLMError line: answered calls are
-already in the cache, and `--resume` continues from there.
+talks JSON lines over its pipes and stops it at exit. If the engine dies, or says nothing for `timeout_s` (it
+sends a heartbeat every 2 s while busy) and uses no CPU meanwhile, the call fails with one LLMError line that
+names the signal that ended it: answered calls are already in the cache, and `--resume` continues from there.
+An engine that is paused (SIGSTOP) or starved by another job is waited for.
 
 Weights: an embedded model's GGUF is re-encoded once as Q8_0 (cached, keyed by the GGUF's sha256). On AVX2
 CPUs llama.cpp's batched kernels are 1.4-1.7x faster on Q8_0 than on Q4_1 (16-row decode, prefill), and Q8_0 is all but lossless on top
@@ -23,6 +24,7 @@ import atexit
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import tempfile
@@ -55,6 +57,38 @@ def transcoded(gguf: Path, sha: str, weights: str) -> Path:
             raise LLMError(f"llama.cpp could not re-encode {gguf.name} as {weights}")
         tmp.rename(target)
     return target
+
+
+SILENT_LIMIT = 10  # silent timeouts in a row a computing engine is allowed before it counts as hung
+BUSY_SHARE = 0.1  # CPU seconds per second of silence that count as computing (a job beside it may take most)
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command name (Linux); None elsewhere or once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def engine_state(pid: int) -> str | None:
+    """The process's state letter: R running, S sleeping, T stopped (SIGSTOP), Z zombie."""
+    fields = _proc_stat(pid)
+    return fields[0] if fields else None
+
+
+def engine_cpu_seconds(pid: int) -> float | None:
+    """User plus system CPU time the process has used."""
+    fields = _proc_stat(pid)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields else None
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return f"{signal.Signals(number).name} (signal {number})"
+    except ValueError:
+        return f"signal {number}"
 
 
 class LlamaCppBackend(Backend):
@@ -122,14 +156,18 @@ class LlamaCppBackend(Backend):
                 except OSError:
                     pass
 
-    def _fail(self, what: str) -> LLMError:
-        proc, tail = self.proc, self._tail()
+    def _fail(self, what: str, grace_s: float = 5.0) -> LLMError:
+        proc = self.proc
         if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
+            try:  # a dying engine closes its pipes before it exits: its own exit code says why, not our kill
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        tail = self._tail()
         code = proc.returncode if proc is not None else None
         self.proc = None  # the next call would start a fresh engine
-        how = f"exited with code {code}" if code is not None and code >= 0 else f"was killed (signal {-code})" \
+        how = f"exited with code {code}" if code is not None and code >= 0 else f"was killed by {_signal_name(-code)}" \
             if code is not None else "is gone"
         last = f"; its last words: {tail}" if tail else ""
         return LLMError(f"the llama.cpp engine {how} while {what}{last} (answered calls are cached: rerun with "
@@ -143,19 +181,33 @@ class LlamaCppBackend(Backend):
         return lines[-1][:200] if lines else ""
 
     def _receive(self, timeout_s: float, what: str) -> dict:
-        """The engine's next answer, skipping heartbeats; dead or silent for timeout_s -> LLMError."""
+        """The engine's next answer, skipping heartbeats; dead, or silent and idle for timeout_s -> LLMError.
+        Silence alone is not a hang: an engine paused on purpose (SIGSTOP) or starved of the CPU by another job
+        is waited for, up to SILENT_LIMIT timeouts in a row while it keeps computing."""
         out = self.proc.stdout
         deadline = time.monotonic() + timeout_s
+        silent_windows, cpu, was_paused = 0, engine_cpu_seconds(self.proc.pid), False
         while True:
             ready, _, _ = select.select([out], [], [], max(0.0, deadline - time.monotonic()))
             if not ready:
-                raise self._fail(f"{what} (no word from it for {timeout_s:.0f} s: hung)")
+                state, now_cpu = engine_state(self.proc.pid), engine_cpu_seconds(self.proc.pid)
+                # a window in which either side was stopped (SIGSTOP: the engine seen so, or this process
+                # waking long after its deadline) says nothing about a hang
+                paused = state == "T" or time.monotonic() - deadline > 1.0
+                silent_windows = 0 if paused or was_paused else silent_windows + 1
+                working = now_cpu is not None and cpu is not None and now_cpu - cpu >= BUSY_SHARE * timeout_s
+                if paused or was_paused or (working and silent_windows < SILENT_LIMIT):
+                    deadline, cpu, was_paused = time.monotonic() + timeout_s, now_cpu, paused
+                    continue
+                why = "computing without a word" if working else "idle"
+                raise self._fail(f"{what} (no word from it for {silent_windows * timeout_s:.0f} s, {why}: hung)",
+                                 grace_s=0.0)
             line = out.readline()
             if not line:
                 raise self._fail(what)
             message = json.loads(line)
             if message.get("beat"):
-                deadline = time.monotonic() + timeout_s
+                deadline, silent_windows, cpu = time.monotonic() + timeout_s, 0, engine_cpu_seconds(self.proc.pid)
                 continue
             if "error" in message:
                 raise LLMError(f"llama.cpp engine: {message['error']}")
