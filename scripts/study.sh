@@ -39,8 +39,18 @@ minutes_needed() {  # run name: the minutes its longest single fit took on this 
     certified-wmt19-*) echo 20 ;;  # lucb-static: 2000 calls at ~0.45 s
     certified-*) echo 55 ;;
     sens-wmt19-case-dynamic-*) echo $(( ${1##*-} * 4 )) ;;  # pulls a query x 50 queries x 10 items at ~0.45 s a call
+    rq2-wmt19-*)  # UDR's fit: 3 rounds of 1000 log-likelihood calls (~6 min) and 100 epochs on 2 MiniLMs (~44 min)
+      if has_method udr "$1"; then echo 0; else echo 150; fi ;;
     *) echo 0 ;;
   esac
+}
+
+has_method() {  # method run-name: the run (here or kept in partial/) has finished that method's cell
+  local records
+  for records in "$RUNS/$2/records.jsonl" "$STUDY/partial/$2/records.jsonl"; do
+    [[ -f $records ]] && grep -q "\"method\": \"$1\"" "$records" && return 0
+  done
+  return 1
 }
 
 run() {  # out-name, then run options; one answer cache and one selection store for the whole study
@@ -76,7 +86,8 @@ run() {  # out-name, then run options; one answer cache and one selection store 
   case $status in
     0) echo "$(date -u +%FT%TZ) end $name" >> "$RUNS/times.log" ;;
     3) echo "$(date -u +%FT%TZ) end $name (some selector failed: its row has the error)" >> "$RUNS/times.log" ;;
-    124|130) echo "$(date -u +%FT%TZ) stopped $name (STUDY_UNTIL)" >> "$RUNS/times.log" ;;
+    124) echo "$(date -u +%FT%TZ) stopped $name (STUDY_UNTIL)" >> "$RUNS/times.log" ;;
+    130) echo "$(date -u +%FT%TZ) stopped $name (interrupted)" >> "$RUNS/times.log" ;;
     *) echo "$(date -u +%FT%TZ) failed $name (exit $status, $RUNS/$name.log)" >> "$RUNS/times.log"; exit "$status" ;;
   esac
 }

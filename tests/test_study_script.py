@@ -85,6 +85,10 @@ def test_an_unknown_part_is_refused(tmp_path):
 def test_study_until_interrupts_the_run_under_way_starts_no_other_and_still_publishes(tmp_path):
     import time
 
+    kept = tmp_path / "study" / "partial" / "rq2-wmt19-seed0"  # UDR's long fit done in an earlier session
+    kept.mkdir(parents=True)
+    (kept / "config.json").write_text("{}")
+    (kept / "records.jsonl").write_text(json.dumps({"method": "udr", "task": "wmt19"}) + "\n")
     started = time.monotonic()
     until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3))
     calls = _study(tmp_path, "1", "rq2-wmt19", "sensitivity", "publish", HANG="1", STUDY_UNTIL=until)
@@ -117,3 +121,12 @@ def test_study_until_skips_a_run_whose_long_fit_cannot_end_in_time_and_starts_a_
     assert [call["args"][call["args"].index("--out") + 1].split("/")[-1] for call in calls] == ["schedule-wmt19-seed0"]
     log = (tmp_path / "runs-1" / "times.log").read_text()
     assert "not started rq1-aquarat-seed0 (its fit needs ~90 min, 30 left)" in log
+
+
+def test_rq2_is_not_started_when_udrs_fit_is_still_to_come_and_cannot_end_in_time(tmp_path):
+    import time
+
+    until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 60 * 60 + 30))  # 60 min left
+    calls = _study(tmp_path, "1", "rq2-wmt19", "schedule-wmt19:0", finish=True, STUDY_UNTIL=until)
+    assert [call["args"][call["args"].index("--out") + 1].split("/")[-1] for call in calls] == ["schedule-wmt19-seed0"]
+    assert "not started rq2-wmt19-seed0 (its fit needs ~150 min, 60 left)" in (tmp_path / "runs-1" / "times.log").read_text()
