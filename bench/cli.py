@@ -81,6 +81,10 @@ def run_parser() -> argparse.ArgumentParser:
                                 formatter_class=HelpFormatter)
     p.add_argument("--methods", type=_csv, default=["zero-shot", "few-shot", "knn", "mmr"],
                    help="comma-separated method names, or 'all' (see `python -m bench list`)")
+    p.add_argument("--only", type=_csv, default=None, metavar="CELLS",
+                   help="run just these of --methods now, in this order (expanded names such as "
+                        "pirank@dearicl-data); the run's method list, budgets and identity stay those of --methods, "
+                        "so a later --resume runs the rest")
     p.add_argument("--tasks", type=_csv, default=_csv(ALL_TASKS), help=f"comma-separated tasks ({ALL_TASKS})")
     p.add_argument("--llm", default="gemma3-270m", help="LLM answering the test items: alias or model name")
     p.add_argument("--selection-llm", default=None,
@@ -196,7 +200,7 @@ def config_defaults(parser: argparse.ArgumentParser, path: Path) -> dict[str, di
 
 def resolved_options(args: argparse.Namespace, method_params: dict) -> dict:
     """Every run option after the config file and the command line, as a YAML-ready mapping (--config reads it)."""
-    skip = {"config", "param", "resume", "dry_run", "tokens_per_second", "prefill_tokens_per_second"}
+    skip = {"config", "param", "resume", "only", "dry_run", "tokens_per_second", "prefill_tokens_per_second"}
     def plain(value):  # paths as strings, for YAML
         return [plain(v) for v in value] if isinstance(value, list) else str(value) if isinstance(value, Path) else value
 
@@ -236,7 +240,7 @@ def run_config(args: argparse.Namespace, file_params: dict | None = None, comman
             else args.selection_temperature,
             max_new_tokens=args.selection_max_new_tokens or generation.max_new_tokens)
     return RunConfig(
-        methods=args.methods, tasks=args.tasks, out=out, data_dir=data_dir, data_source=args.data_source, llm=llm,
+        methods=args.methods, only=args.only, tasks=args.tasks, out=out, data_dir=data_dir, data_source=args.data_source, llm=llm,
         n_test=args.n_test, n_val=args.n_val, pool_size=args.pool_size, seed=args.seed, k=args.k,
         resume=args.resume, llm_budget=args.llm_budget, method_budgets=method_budgets, generation=generation,
         method_params=method_params, bertscore=BertScoreConfig(args.bertscore_model, args.bertscore_layers),

@@ -57,6 +57,7 @@ class RunConfig:
     resume: bool = False
     llm_budget: int | None = None
     method_budgets: dict[str, int] = field(default_factory=dict)  # a selector's own cap instead of llm_budget
+    only: list[str] | None = None  # the cells of `methods` to run now, in this order (None: all of them)
     generation: GenerationParams = field(default_factory=GenerationParams)
     method_params: dict[str, dict] = field(default_factory=dict)
     bertscore: BertScoreConfig = field(default_factory=BertScoreConfig)
@@ -145,6 +146,12 @@ class Runner:
         stray = sorted(set(config.method_budgets) - set(self.methods))
         if stray:
             raise ConfigError(f"--method-budget names {', '.join(stray)}, which this run does not run "
+                              f"(methods: {', '.join(self.methods)})")
+        # --only: a run's methods (and so its identity and budgets) stay whole, but a session runs some cells now
+        self.now = self.methods if config.only is None else list(dict.fromkeys(config.only))
+        outside = [name for name in self.now if name not in self.methods]
+        if outside:
+            raise ConfigError(f"--only names {', '.join(outside)}, which --methods does not include "
                               f"(methods: {', '.join(self.methods)})")
         self.tasks = [make_task(t) for t in config.tasks]  # validates names before anything heavy
         if config.llm_backend is None:
@@ -265,13 +272,13 @@ class Runner:
         done = {(r.method, r.task, r.item_id) for r in self._all_records()}
         self.fits_at_start = read_fits(self.out / FITS)
         try:
-            overall = Progress(len(self.tasks) * len(self.methods), "runs", self.cfg.progress and self.dist.is_main,
+            overall = Progress(len(self.tasks) * len(self.now), "runs", self.cfg.progress and self.dist.is_main,
                                unit="method x task", leave=True)
             for task in self.tasks:
                 splits = self.splits[task.name]
                 LOG.info("task %s: %d pool, %d validation, %d test items", task.name, len(splits.pool),
                          len(splits.validation), len(splits.test))
-                for method in self.methods:
+                for method in self.now:
                     self._run_one(task, splits, method, done, records_path)
                     overall.update()
             overall.close()

@@ -30,36 +30,57 @@ CAP=3000            # selection calls per fit: CASE and DEARICL stop on the gap 
 CERTIFIED_CAP=2000  # lucb-static and dearicl-pac-static: 20 pulls per arm on average; they may stop uncertified
 mkdir -p "$RUNS"
 
-minutes_needed() {  # run name: the minutes its longest single fit took on this machine (times.log; 0: several
-  # short fits, each kept by publish when finished, so starting late loses little)
+# RQ2's cells in the order a session runs them, each with the minutes it takes here (its fit and the 200 test
+# items; times.log): short ones first, the certified selectors and case-dynamic's 1000 pulls next, UDR's fit last,
+# so a session runs what fits in its time and publish keeps each finished cell whatever becomes of the next
+RQ2_CELLS=(zero-shot:2 few-shot:2 lens:26 explora:10 bridge:4 case-static:14 dearicl-static:2 knn:2 mmr:2
+  pirank:5 pirank@dearicl-data:3 neuralndcg:5 neuralndcg@dearicl-data:3 listnet:5 listnet@dearicl-data:3
+  ndcgloss2pp:5 ndcgloss2pp@dearicl-data:3 neuralndcg-norm:5 neuralndcg-norm@dearicl-data:3
+  dearicl-dynamic:5 dearicl-noexplore:4 dearicl-random:4 lucb-static:18 dearicl-pac-static:18
+  dearicl-pac-dynamic:20 case-dynamic:85 udr@dearicl-data:8 udr:150)
+RQ2_LONG=15   # a cell of at least this many minutes runs (and is published) on its own
+RQ2_BATCH=30  # short cells are published at least this often (minutes)
+
+minutes_needed() {  # run name: the minutes its longest single fit took on this machine (times.log)
   case $1 in
-    rq1-wmt19-*) echo 20 ;;   # CASE 1770 calls in ~13 min
+    rq1-wmt19-*) echo 23 ;;   # CASE to the 3000-call cap in 18 min (seed 1), then 200 test items twice
     rq1-*) echo 90 ;;         # CASE to the 3000-call cap at ~16 s a pull (AquaRAT 78 min)
     schedule-*) echo 10 ;;
     certified-wmt19-*) echo 20 ;;  # lucb-static: 2000 calls at ~0.45 s
     certified-*) echo 55 ;;
     sens-wmt19-case-dynamic-*) echo $(( ${1##*-} * 4 )) ;;  # pulls a query x 50 queries x 10 items at ~0.45 s a call
-    rq2-wmt19-*)  # UDR's fit: 3 rounds of 1000 log-likelihood calls (~6 min) and 100 epochs on 2 MiniLMs (~44 min)
-      if has_method udr "$1"; then echo 0; else echo 150; fi ;;
     *) echo 0 ;;
   esac
 }
 
-has_method() {  # method run-name: the run (here or kept in partial/) has finished that method's cell
+cell_done() {  # method run-name test-items: the run (here, kept in partial/ or published) has that method's every item
   local records
-  for records in "$RUNS/$2/records.jsonl" "$STUDY/partial/$2/records.jsonl"; do
-    [[ -f $records ]] && grep -q "\"method\": \"$1\"" "$records" && return 0
+  for records in "$RUNS/$2/records.jsonl" "$STUDY/partial/$2/records.jsonl" "$STUDY/$2/records.jsonl"; do
+    if [[ -f $records ]]; then  # the first that exists is the newest copy
+      (( $(grep -c "\"method\": \"$1\"" "$records" || true) >= $3 )) && return 0
+      return 1
+    fi
   done
   return 1
 }
 
+minutes_left() {  # until STUDY_UNTIL (a large number without it)
+  if [[ -n $UNTIL ]]; then echo $(( (UNTIL - $(date -u +%s)) / 60 )); else echo 100000; fi
+}
+
 run() {  # out-name, then run options; one answer cache and one selection store for the whole study
+  [[ -f "$RUNS/$1/results.json" || -f "$STUDY/$1/results.json" ]] && return  # done (delete both to rerun)
+  launch "$@"
+}
+
+launch() {  # out-name, then run options: the run resumed from what this or an earlier session finished
   local name=$1; shift
-  local resume=()
-  [[ -f "$RUNS/$name/results.json" || -f "$STUDY/$name/results.json" ]] && return  # done (delete both to rerun)
-  if [[ ! -f "$RUNS/$name/config.json" && -f "$STUDY/partial/$name/config.json" ]]; then
+  local resume=() kept
+  if [[ ! -f "$RUNS/$name/config.json" ]]; then
     # an earlier session's finished (method, task) cells: resuming skips them (the cache did not survive)
-    mkdir -p "$RUNS/$name" && cp "$STUDY/partial/$name"/* "$RUNS/$name/"
+    for kept in "$STUDY/partial/$name" "$STUDY/$name"; do
+      if [[ -f $kept/config.json ]]; then mkdir -p "$RUNS/$name" && cp "$kept"/* "$RUNS/$name/"; break; fi
+    done
   fi
   [[ -f "$RUNS/$name/config.json" ]] && resume=(--resume)
   local replay=() dir
@@ -73,8 +94,8 @@ run() {  # out-name, then run options; one answer cache and one selection store 
     if ((left <= 0)); then
       echo "$(date -u +%FT%TZ) not started $name (STUDY_UNTIL)" >> "$RUNS/times.log"; return
     fi
-    if ((left < $(minutes_needed "$name") * 60)); then  # a later, shorter part may still fit
-      echo "$(date -u +%FT%TZ) not started $name (its fit needs ~$(minutes_needed "$name") min, $((left / 60)) left)" \
+    if ((left < ${NEEDED:-$(minutes_needed "$name")} * 60)); then  # a later, shorter part may still fit
+      echo "$(date -u +%FT%TZ) not started $name (its fit needs ~${NEEDED:-$(minutes_needed "$name")} min, $((left / 60)) left)" \
         >> "$RUNS/times.log"; return
     fi
     limit=(timeout --signal=INT --kill-after=120 "$left")  # SIGINT: the run stops as on Ctrl-C, resumable
@@ -108,13 +129,40 @@ certified() {  # task seed: the certified bandits of the bandit issue, beside RQ
     --seed "$2" --llm-budget $CERTIFIED_CAP --n-test "${N_TEST[$1]}"
 }
 
-rq2_wmt19() {  # every selector, 200 test items, seed 0; RQ1's and certified-wmt19's seed-0 fits are replayed
+rq2_wmt19() {  # every selector, 200 test items, seed 0; RQ1's and certified-wmt19's seed-0 fits are replayed.
+  # One run folder, filled a few cells at a time (--only): the cells that fit in the session's time, in RQ2_CELLS'
+  # order, the short ones together and each long one alone, each batch published as it ends.
   # case-dynamic pulls 5 arms on the 10 validation items for each of the 200 queries: 10000 calls; lens needs
   # 2800 log-likelihood calls and at most 1000 generations at the study's sizes (configs/study.yaml)
-  run rq2-wmt19-seed0 --tasks wmt19 --methods all --ltr-data own,dearicl --max-new-tokens 64 --seed 0 \
-    --n-test 200 --llm-budget $CAP --method-budget case-dynamic=10000 --method-budget lens=4000 \
-    --method-budget lucb-static=$CERTIFIED_CAP --method-budget dearicl-pac-static=$CERTIFIED_CAP \
+  local name=rq2-wmt19-seed0 cell method minutes batch=() batch_minutes=0 left
+  left=$(minutes_left)
+  for cell in "${RQ2_CELLS[@]}" flush:0; do
+    method=${cell%:*} minutes=${cell##*:}
+    [[ $method != flush ]] && cell_done "$method" $name 200 && continue
+    if ((left <= 0)); then echo "$(date -u +%FT%TZ) not started $name (STUDY_UNTIL)" >> "$RUNS/times.log"; break; fi
+    if [[ $method == flush ]] || ((minutes >= RQ2_LONG || batch_minutes + minutes > RQ2_BATCH)); then  # those so far first
+      if ((${#batch[@]})); then rq2_batch "$batch_minutes" "${batch[@]}"; batch=() batch_minutes=0; left=$(minutes_left); fi
+      [[ $method == flush ]] && break
+    fi
+    if ((minutes > left - batch_minutes)); then
+      echo "$(date -u +%FT%TZ) not started $name: $method (needs ~$minutes min, $((left - batch_minutes)) left)" \
+        >> "$RUNS/times.log"
+      continue
+    fi
+    batch+=("$method") batch_minutes=$((batch_minutes + minutes))
+    if ((minutes >= RQ2_LONG)); then rq2_batch "$batch_minutes" "${batch[@]}"; batch=() batch_minutes=0; left=$(minutes_left); fi
+  done
+}
+
+rq2_batch() {  # minutes cell...: one bench call for these RQ2 cells, then publish (a later cut loses none of them)
+  local minutes=$1; shift
+  local only
+  only=$(IFS=,; echo "$*")
+  NEEDED=$minutes launch rq2-wmt19-seed0 --tasks wmt19 --methods all --ltr-data own,dearicl --only "$only" \
+    --max-new-tokens 64 --seed 0 --n-test 200 --llm-budget $CAP --method-budget case-dynamic=10000 \
+    --method-budget lens=4000 --method-budget lucb-static=$CERTIFIED_CAP --method-budget dearicl-pac-static=$CERTIFIED_CAP \
     --method-budget dearicl-pac-dynamic=$CERTIFIED_CAP
+  publish
 }
 
 sensitivity() {  # WMT19, 50 test items: case-dynamic's per-query pulls; LTR test-time candidates
@@ -156,7 +204,7 @@ publish() {  # results, not caches: records, fits, results, reports and plots of
 
 main() {
   local parts=("$@") part name seeds seed task
-  [[ ${#parts[@]} -eq 0 ]] && parts=(rq1:0 rq2-wmt19 schedule-wmt19:0 rq1-wmt19 rq1-aquarat rq1-gsm8k
+  [[ ${#parts[@]} -eq 0 ]] && parts=(rq1:0 schedule-wmt19:0 rq2-wmt19 rq1-wmt19 rq1-aquarat rq1-gsm8k
                                      certified-wmt19 schedule-wmt19 schedule-aquarat:0 schedule-gsm8k:0 sensitivity
                                      certified-aquarat:0 certified-gsm8k:0 publish)
   for part in "${parts[@]}"; do

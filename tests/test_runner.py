@@ -107,6 +107,21 @@ def test_out_dir_guard_and_resume_mismatch(tmp_path, data_dir, fake_backend):
     assert [r["method"] for r in results["runs"]] == ["zero-shot", "few-shot"]
 
 
+def test_only_runs_some_cells_now_in_its_order_and_a_resume_runs_the_rest(tmp_path, data_dir, fake_backend):
+    whole = Runner(make_config(tmp_path / "whole", data_dir, tasks=["gsm8k"])).run()
+    cfg = make_config(tmp_path, data_dir, tasks=["gsm8k"], only=["mmr", "zero-shot"])
+    first = Runner(cfg).run()
+    assert [r["method"] for r in first["runs"]] == ["zero-shot", "mmr"]  # results list every finished cell
+    assert [json.loads(line)["method"] for line in (tmp_path / "run" / "records.jsonl").read_text().splitlines()][::5] \
+        == ["mmr", "zero-shot"]  # --only's order
+    # the run's method list stays --methods', so the same identity resumes with the other cells
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["methods"] == ["zero-shot", "few-shot", "knn", "mmr"]
+    rest = Runner(make_config(tmp_path, data_dir, tasks=["gsm8k"], only=["few-shot", "knn"], resume=True)).run()
+    assert strip_timing(rest) == strip_timing(whole)
+    with pytest.raises(ConfigError, match=r"--only names lens, which --methods does not include \(methods: zero-shot"):
+        Runner(make_config(tmp_path / "bad", data_dir, only=["lens"]))
+
+
 def test_bad_names_fail_before_any_work(tmp_path, data_dir, fake_backend):
     with pytest.raises(ConfigError, match="unknown method 'nope'"):
         Runner(make_config(tmp_path, data_dir, methods=["nope"]))

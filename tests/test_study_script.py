@@ -17,7 +17,8 @@ import json, os, sys
 from pathlib import Path
 args = sys.argv[3:]
 if args[:1] == ["report"]:
-    Path(args[1], "rendered").write_text("yes")
+    with open(Path(args[1], "rendered"), "a") as rendered:
+        rendered.write("yes\\n")
     sys.exit(0)
 out = Path(args[args.index("--out") + 1])
 with open(os.environ["CALLS"], "a") as log:
@@ -25,7 +26,12 @@ with open(os.environ["CALLS"], "a") as log:
 out.mkdir(parents=True, exist_ok=True)
 (out / "config.json").write_text("{{}}")
 with open(out / "records.jsonl", "a") as records:
-    records.write(json.dumps({{"session": os.environ["SESSION"]}}) + "\\n")
+    if "--only" in args:  # every test item of each cell asked for
+        for method in args[args.index("--only") + 1].split(","):
+            for _ in range(int(args[args.index("--n-test") + 1])):
+                records.write(json.dumps({{"method": method, "session": os.environ["SESSION"]}}) + "\\n")
+    else:
+        records.write(json.dumps({{"session": os.environ["SESSION"]}}) + "\\n")
 (out / "fits.jsonl").write_text("")
 if os.environ.get("FINISH"):
     (out / "results.json").write_text("{{}}")
@@ -85,18 +91,17 @@ def test_an_unknown_part_is_refused(tmp_path):
 def test_study_until_interrupts_the_run_under_way_starts_no_other_and_still_publishes(tmp_path):
     import time
 
-    kept = tmp_path / "study" / "partial" / "rq2-wmt19-seed0"  # UDR's long fit done in an earlier session
-    kept.mkdir(parents=True)
-    (kept / "config.json").write_text("{}")
-    (kept / "records.jsonl").write_text(json.dumps({"method": "udr", "task": "wmt19"}) + "\n")
     started = time.monotonic()
     until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3))
     calls = _study(tmp_path, "1", "rq2-wmt19", "sensitivity", "publish", HANG="1", STUDY_UNTIL=until)
     assert time.monotonic() - started < 30  # interrupted at the deadline, not after the 60 s "fit"
-    assert [call["args"][call["args"].index("--out") + 1].split("/")[-1] for call in calls] == ["rq2-wmt19-seed0"]
+    # case-dynamic's sensitivity runs need 20 to 80 minutes; the LTR one has no single long fit and starts
+    assert [call["args"][call["args"].index("--out") + 1].split("/")[-1] for call in calls] == ["sens-wmt19-ltr-all"]
     log = (tmp_path / "study" / "times.log").read_text()
-    assert "stopped rq2-wmt19-seed0 (STUDY_UNTIL)" in log and "not started sens-wmt19-ltr-all (STUDY_UNTIL)" in log
-    assert (tmp_path / "study" / "partial" / "rq2-wmt19-seed0" / "records.jsonl").exists()  # published to resume
+    assert "not started rq2-wmt19-seed0 (STUDY_UNTIL)" in log
+    assert "not started sens-wmt19-case-dynamic-5 (its fit needs ~20 min, 0 left)" in log
+    assert "stopped sens-wmt19-ltr-all (STUDY_UNTIL)" in log
+    assert (tmp_path / "study" / "partial" / "sens-wmt19-ltr-all" / "records.jsonl").exists()  # published to resume
 
 
 def test_a_run_where_some_selector_failed_counts_as_finished_and_the_study_goes_on(tmp_path):
@@ -123,10 +128,50 @@ def test_study_until_skips_a_run_whose_long_fit_cannot_end_in_time_and_starts_a_
     assert "not started rq1-aquarat-seed0 (its fit needs ~90 min, 30 left)" in log
 
 
-def test_rq2_is_not_started_when_udrs_fit_is_still_to_come_and_cannot_end_in_time(tmp_path):
+def _rq2_cells() -> list[str]:
+    text = (ROOT / "scripts" / "study.sh").read_text()
+    body = text[text.index("RQ2_CELLS=(") + len("RQ2_CELLS=("):]
+    return [cell.rsplit(":", 1)[0] for cell in body[:body.index(")")].split()]
+
+
+def test_rq2_cells_are_every_selector_of_methods_all_with_both_ltr_data_sources():
+    from bench.runner import expand_methods
+
+    cells = _rq2_cells()
+    assert len(cells) == len(set(cells)) == 28
+    assert set(cells) == set(expand_methods(["all"], ("own", "dearicl")))
+
+
+def test_rq2_runs_the_cells_that_fit_in_the_time_left_short_ones_together_each_long_one_alone(tmp_path):
     import time
 
-    until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 60 * 60 + 30))  # 60 min left
-    calls = _study(tmp_path, "1", "rq2-wmt19", "schedule-wmt19:0", finish=True, STUDY_UNTIL=until)
-    assert [call["args"][call["args"].index("--out") + 1].split("/")[-1] for call in calls] == ["schedule-wmt19-seed0"]
-    assert "not started rq2-wmt19-seed0 (its fit needs ~150 min, 60 left)" in (tmp_path / "runs-1" / "times.log").read_text()
+    # an earlier session finished every cell but four (kept in partial/, 200 records each)
+    kept = tmp_path / "study" / "partial" / "rq2-wmt19-seed0"
+    kept.mkdir(parents=True)
+    (kept / "config.json").write_text("{}")
+    pending = {"knn", "mmr", "case-dynamic", "udr"}
+    (kept / "records.jsonl").write_text("".join(json.dumps({"method": m}) + "\n" for m in _rq2_cells()
+                                                 if m not in pending for _ in range(200)))
+    with (kept / "records.jsonl").open("a") as records:  # knn was cut after 150 of its 200 test items
+        records.write("".join(json.dumps({"method": "knn"}) + "\n" for _ in range(150)))
+    until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 90 * 60 + 30))  # 90 min left
+    calls = _study(tmp_path, "1", "rq2-wmt19", "publish", finish=True, STUDY_UNTIL=until)
+    only = [call["args"][call["args"].index("--only") + 1] for call in calls]
+    assert only == ["knn,mmr", "case-dynamic"]  # the short cells together, then the 85-minute one on its own
+    assert all("--resume" in call["args"] and "--methods" in call["args"] for call in calls)
+    # the run's identity is the same in every batch: all methods and every --method-budget, whatever runs now
+    def identity(args):  # what --resume compares: the method list and every cap, not --only
+        return [(a, b) for a, b in zip(args, args[1:]) if a in ("--methods", "--ltr-data", "--method-budget")]
+    assert identity(calls[0]["args"]) == identity(calls[1]["args"])
+    assert ("--method-budget", "lucb-static=2000") in identity(calls[0]["args"])
+    assert "not started rq2-wmt19-seed0: udr (needs ~150 min, 90 left)" in (tmp_path / "study" / "times.log").read_text()
+    # published after each batch (and once more by the publish part), so a later cut loses no finished cell
+    assert (tmp_path / "study" / "rendered").read_text().count("yes") == 3
+    published = tmp_path / "study" / "rq2-wmt19-seed0"
+    assert (published / "results.json").exists() and not kept.exists()
+
+    # the next session resumes from the published folder and runs the one cell left
+    calls = _study(tmp_path, "2", "rq2-wmt19", finish=True)
+    assert [call["args"][call["args"].index("--only") + 1] for call in calls] == ["udr"]
+    assert {"config.json", "records.jsonl"} <= set(calls[0]["held"])
+    assert _study(tmp_path, "3", "rq2-wmt19") == []  # every cell done
