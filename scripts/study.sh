@@ -10,6 +10,7 @@
 #   Default: the order of what the issue needs most (the list in main below). Runs finished here or published
 #   are skipped; `publish` also keeps an unfinished run's finished cells in $STUDY/partial/, which the next
 #   session's run resumes from (sessions do not keep runs/ or the cache).
+#   STUDY_COMMIT=1: publish also commits the study folder (git), so a session that dies keeps what it published.
 #   STUDY_UNTIL=TIME (anything `date -d` reads, e.g. 03:35 or 2026-11-25T03:35Z): a session's end. The run under
 #   way then is interrupted (SIGINT: what it finished stays resumable), `publish` still runs, and a run is not
 #   started when its one long fit would not end in time (minutes_needed below): the fit under way at the end is lost.
@@ -200,6 +201,10 @@ publish() {  # results, not caches: records, fits, results, reports and plots of
   cat "$STUDY/times.log" "$RUNS/times.log" 2>/dev/null | sort -u > "$RUNS/times.merged" || true
   mv "$RUNS/times.merged" "$STUDY/times.log"
   "$PY" -m bench report "$STUDY" > /dev/null
+  if [[ -n ${STUDY_COMMIT:-} ]]; then  # a session can end at any moment: what is published is committed at once
+    git -C "$STUDY" add -A . && { git -C "$STUDY" diff --cached --quiet -- . ||
+      git -C "$STUDY" commit -q -m "Study: published $(grep -E ' (end|stopped) ' "$STUDY/times.log" | tail -n 1)" -- .; }
+  fi
 }
 
 main() {

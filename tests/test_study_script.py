@@ -17,8 +17,8 @@ import json, os, sys
 from pathlib import Path
 args = sys.argv[3:]
 if args[:1] == ["report"]:
-    with open(Path(args[1], "rendered"), "a") as rendered:
-        rendered.write("yes\\n")
+    with open(os.environ["CALLS"] + ".reports", "a") as rendered:  # beside the study: a re-render changes nothing
+        rendered.write(args[1] + "\\n")
     sys.exit(0)
 out = Path(args[args.index("--out") + 1])
 with open(os.environ["CALLS"], "a") as log:
@@ -75,7 +75,7 @@ def test_an_unfinished_run_resumes_in_the_next_session_from_its_published_cells(
     rows = [json.loads(line) for line in (published / "records.jsonl").read_text().splitlines()]
     assert rows == [{"session": "1"}, {"session": "2"}]  # the first session's cells are kept
     assert (published / "results.json").exists() and not partial.exists()
-    assert (study / "rendered").exists()
+    assert (tmp_path / "calls-2.jsonl.reports").read_text() == f"{study}\n"  # publish re-rendered the study
 
     # a third session skips the published run
     assert _study(tmp_path, "3", "rq1-wmt19:0") == []
@@ -166,7 +166,7 @@ def test_rq2_runs_the_cells_that_fit_in_the_time_left_short_ones_together_each_l
     assert ("--method-budget", "lucb-static=2000") in identity(calls[0]["args"])
     assert "not started rq2-wmt19-seed0: udr (needs ~150 min, 90 left)" in (tmp_path / "study" / "times.log").read_text()
     # published after each batch (and once more by the publish part), so a later cut loses no finished cell
-    assert (tmp_path / "study" / "rendered").read_text().count("yes") == 3
+    assert (tmp_path / "calls-1.jsonl.reports").read_text().count("\n") == 3
     published = tmp_path / "study" / "rq2-wmt19-seed0"
     assert (published / "results.json").exists() and not kept.exists()
 
@@ -175,3 +175,21 @@ def test_rq2_runs_the_cells_that_fit_in_the_time_left_short_ones_together_each_l
     assert [call["args"][call["args"].index("--only") + 1] for call in calls] == ["udr"]
     assert {"config.json", "records.jsonl"} <= set(calls[0]["held"])
     assert _study(tmp_path, "3", "rq2-wmt19") == []  # every cell done
+
+
+def test_study_commit_commits_what_publish_wrote_and_nothing_else(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (repo / "elsewhere.txt").write_text("not the study's\n")  # a change beside the study stays uncommitted
+    study = repo / "study"
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.org", "STUDY": str(study), "STUDY_COMMIT": "1"}
+    _study(tmp_path, "1", "rq1-wmt19:0", "publish", finish=True, **env)
+    log = subprocess.run([*git, "log", "--name-only", "--format=%s"], capture_output=True, text=True).stdout
+    assert log.startswith("Study: published ") and "end rq1-wmt19-seed0" in log.splitlines()[0]
+    assert "study/rq1-wmt19-seed0/results.json" in log and "elsewhere.txt" not in log
+    # nothing new to publish: no empty commit
+    _study(tmp_path, "2", "publish", **env)
+    assert subprocess.run([*git, "rev-list", "--count", "HEAD"], capture_output=True, text=True).stdout.strip() == "1"
