@@ -58,7 +58,7 @@ def plan(runner) -> list[PlanRow]:
         splits = runner.splits[task.name]
         high = cfg.generation.max_new_tokens
         profiles: dict[int, tuple[int, int]] = {}  # demonstrations per prompt -> token profile
-        for method in runner.methods:
+        for method in runner.now:  # --only: the cells this command would run
             selector = runner._selector(method)
             k = selector.demos_per_prompt()
             if k not in profiles:

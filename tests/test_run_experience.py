@@ -273,6 +273,12 @@ def test_dry_run_plans_without_loading_or_writing_anything(tmp_path, data_dir, m
     assert main(["--methods", "dearicl-dynamic", "--tasks", "gsm8k", "--data-dir", str(data_dir), "--dry-run",
                  "--llm-budget", "90", "--n-test", "7"]) == 0
     assert "| ≤ 90 " in capsys.readouterr().out
+    # --only: the plan of the cells this command would run, not of the whole run
+    assert main(["--methods", "zero-shot,knn,case-static", "--only", "knn", "--tasks", "gsm8k", "--data-dir",
+                 str(data_dir), "--dry-run", "--n-test", "7"]) == 0
+    planned = [line.split("|")[1].strip() for line in capsys.readouterr().out.splitlines()
+               if line.startswith("| ") and "method" not in line]
+    assert [m for m in planned if m in ("zero-shot", "knn", "case-static")] == ["knn"]
 
 
 def test_progress_without_a_terminal_logs_throttled_lines(capsys):
