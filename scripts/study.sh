@@ -32,13 +32,14 @@ CERTIFIED_CAP=2000  # lucb-static and dearicl-pac-static: 20 pulls per arm on av
 mkdir -p "$RUNS"
 
 # RQ2's cells in the order a session runs them, each with the minutes it takes here (its fit and the 200 test
-# items; measured on 2026-11-25, run.log): short ones first, the certified selectors and case-dynamic's 1000 pulls next, UDR's fit last,
-# so a session runs what fits in its time and publish keeps each finished cell whatever becomes of the next
+# items; measured on 2026-11-25, run.log): short ones first, the certified selectors and case-dynamic's 1000
+# pulls next, UDR's fits last, so a session runs what fits in its time and publish keeps each finished cell
+# (udr@dearicl-data: 100 epochs of two MiniLM encoders on DEARICL's 10 lists, still training after 15 min on 2026-11-25)
 RQ2_CELLS=(zero-shot:2 few-shot:2 lens:26 explora:10 bridge:5 case-static:15 dearicl-static:2 knn:5 mmr:5
   pirank:4 pirank@dearicl-data:3 neuralndcg:4 neuralndcg@dearicl-data:3 listnet:4 listnet@dearicl-data:3
   ndcgloss2pp:4 ndcgloss2pp@dearicl-data:3 neuralndcg-norm:4 neuralndcg-norm@dearicl-data:3
   dearicl-dynamic:3 dearicl-noexplore:5 dearicl-random:5 lucb-static:18 dearicl-pac-static:18
-  dearicl-pac-dynamic:20 case-dynamic:85 udr@dearicl-data:8 udr:150)
+  dearicl-pac-dynamic:20 case-dynamic:85 udr@dearicl-data:30 udr:150)
 RQ2_LONG=15   # a cell of at least this many minutes runs (and is published) on its own
 RQ2_BATCH=30  # short cells are published at least this often (minutes)
 
