@@ -81,7 +81,11 @@ launch() {  # out-name, then run options: the run resumed from what this or an e
   if [[ ! -f "$RUNS/$name/config.json" ]]; then
     # an earlier session's finished (method, task) cells: resuming skips them (the cache did not survive)
     for kept in "$STUDY/partial/$name" "$STUDY/$name"; do
-      if [[ -f $kept/config.json ]]; then mkdir -p "$RUNS/$name" && cp "$kept"/* "$RUNS/$name/"; break; fi
+      if [[ -f $kept/config.json ]]; then
+        mkdir -p "$RUNS/$name" && cp "$kept"/* "$RUNS/$name/"
+        if [[ -f "$RUNS/$name/calls.jsonl.gz" ]]; then gunzip -f "$RUNS/$name/calls.jsonl.gz"; fi  # appended to
+        break
+      fi
     done
   fi
   [[ -f "$RUNS/$name/config.json" ]] && resume=(--resume)
@@ -193,9 +197,11 @@ publish() {  # results, not caches: records, fits, results, reports and plots of
       if [[ -f "$dir/$file" ]]; then cp "$dir/$file" "$dest/"; fi
     done
     [[ -f "$dir/results.json" ]] && cp "$dir"/*.png "$dest/" 2>/dev/null || true
-    # the call log feeds the reports' token and cost tables; a log over 5 MB stays out of git
-    if [[ -f "$dir/calls.jsonl" && $(stat -c %s "$dir/calls.jsonl") -lt 5000000 ]]; then
-      cp "$dir/calls.jsonl" "$dest/"
+    # the call log feeds the results' call counts and the reports' token tables: one copy, gzipped when over 5 MB
+    if [[ -f "$dir/calls.jsonl" ]]; then
+      rm -f "$dest/calls.jsonl" "$dest/calls.jsonl.gz"
+      if (( $(stat -c %s "$dir/calls.jsonl") < 5000000 )); then cp "$dir/calls.jsonl" "$dest/"
+      else gzip -9 -n -c "$dir/calls.jsonl" > "$dest/calls.jsonl.gz"; fi
     fi
   done
   # every session's start and end lines, kept in time order (runs/ starts empty in a new session)

@@ -193,3 +193,26 @@ def test_study_commit_commits_what_publish_wrote_and_nothing_else(tmp_path):
     # nothing new to publish: no empty commit
     _study(tmp_path, "2", "publish", **env)
     assert subprocess.run([*git, "rev-list", "--count", "HEAD"], capture_output=True, text=True).stdout.strip() == "1"
+
+
+def test_a_call_log_over_5_mb_is_published_gzipped_read_back_whole_and_unpacked_to_resume(tmp_path):
+    from bench.llm.calllog import read_calls
+
+    runs = tmp_path / "runs-1" / "rq1-wmt19-seed0"
+    runs.mkdir(parents=True)
+    (runs / "config.json").write_text("{}")
+    (runs / "records.jsonl").write_text(json.dumps({"method": "knn"}) + "\n")
+    line = json.dumps({"method": "case-static", "task": "wmt19", "phase": "selection", "key": "k" * 400})
+    (runs / "calls.jsonl").write_text((line + "\n") * 12000)  # ~5.3 MB
+    study = tmp_path / "study"
+    (study / "partial" / "rq1-wmt19-seed0").mkdir(parents=True)
+    (study / "partial" / "rq1-wmt19-seed0" / "calls.jsonl").write_text(line + "\n")  # an earlier, smaller copy
+    _study(tmp_path, "1", "publish")
+    kept = study / "partial" / "rq1-wmt19-seed0"
+    assert not (kept / "calls.jsonl").exists()  # the stale plain copy is gone: one log, not two
+    assert (kept / "calls.jsonl.gz").stat().st_size < 500_000
+    assert len(list(read_calls(kept / "calls.jsonl"))) == 12000  # the reports read it as before
+    # the next session restores it unpacked, so that the run appends to the whole log
+    (first,) = _study(tmp_path, "2", "rq1-wmt19:0")
+    assert "calls.jsonl" in first["held"] and "calls.jsonl.gz" not in first["held"]
+    assert len((tmp_path / "runs-2" / "rq1-wmt19-seed0" / "calls.jsonl").read_text().splitlines()) == 12000

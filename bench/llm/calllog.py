@@ -1,6 +1,7 @@
 """calls.jsonl: one line per LLM call, written as soon as the call is answered."""
 from __future__ import annotations
 
+import gzip
 import json
 import threading
 from dataclasses import asdict, dataclass
@@ -66,10 +67,12 @@ class CallLog:
 
 
 def read_calls(path: str | Path) -> Iterator[dict]:
+    """The log's calls; a published run folder may hold it gzipped (PATH.gz) instead."""
     path = Path(path)
-    if not path.exists():
+    packed = path.with_name(path.name + ".gz")
+    if not path.exists() and not packed.exists():
         return
-    with path.open(encoding="utf-8") as handle:
+    with (path.open(encoding="utf-8") if path.exists() else gzip.open(packed, "rt", encoding="utf-8")) as handle:
         for line in handle:
             line = line.strip()
             if line:
