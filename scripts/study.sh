@@ -146,7 +146,8 @@ rq2_wmt19() {  # every selector, 200 test items, seed 0; RQ1's and certified-wmt
     method=${cell%:*} minutes=${cell##*:}
     [[ $method != flush ]] && cell_done "$method" $name 200 && continue
     if ((left <= 0)); then echo "$(date -u +%FT%TZ) not started $name (STUDY_UNTIL)" >> "$RUNS/times.log"; break; fi
-    if [[ $method == flush ]] || ((minutes >= RQ2_LONG || batch_minutes + minutes > RQ2_BATCH)); then  # those so far first
+    # a long cell alone: the batch so far goes first, and a long cell in it goes before anything joins it
+    if [[ $method == flush ]] || ((minutes >= RQ2_LONG || batch_minutes >= RQ2_LONG || batch_minutes + minutes > RQ2_BATCH)); then
       if ((${#batch[@]})); then rq2_batch "$batch_minutes" "${batch[@]}"; batch=() batch_minutes=0; left=$(minutes_left); fi
       [[ $method == flush ]] && break
     fi
@@ -156,7 +157,6 @@ rq2_wmt19() {  # every selector, 200 test items, seed 0; RQ1's and certified-wmt
       continue
     fi
     batch+=("$method") batch_minutes=$((batch_minutes + minutes))
-    if ((minutes >= RQ2_LONG)); then rq2_batch "$batch_minutes" "${batch[@]}"; batch=() batch_minutes=0; left=$(minutes_left); fi
   done
 }
 
