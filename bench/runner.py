@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 
+from bench.cells import CELL_KEYS, describe_diff, methods_with_rows, set_aside
 from bench.distributed import Dist
 from bench.encoder import Encoder
 from bench.errors import BenchError, BudgetExhausted, ConfigError, FitFailed
@@ -99,10 +100,10 @@ class RunConfig:
                 "encoder": self.encoder}
 
     def identity(self) -> dict:
-        """What must match for --resume to continue a run (not the method list: methods can be added)."""
-        own_caps = {"method_budgets": self.method_budgets} if self.method_budgets else {}  # older runs have none
+        """What every cell shares and --resume must match (not the method list: methods can be added; not a
+        selector's own parameters or cap: those are its cells' settings, Runner.cell_settings)."""
         return {"tasks": self.tasks, "llm": self.llm.identity(), "generation": asdict(self.generation),
-                "method_params": self.method_params, **self._selection_inputs(), **own_caps}
+                **self._selection_inputs()}
 
     def selection_identity(self, method: str, task: str, params: dict) -> dict:
         """What one selection depends on: never the LLM that answers the test items."""
@@ -177,6 +178,9 @@ class Runner:
                                   f"'{config.oracle_llm.name}' cannot give here: {why_not}")
         self.out = Path(config.out)
         # an occupied --out fails here, before anything is written (a --dry-run writes nothing and skips it)
+        self.cells: dict[str, dict] = {}  # method -> the settings its cells in --out were run with
+        self.superseded: dict[str, dict] = {}  # methods whose cells --resume redoes (their settings changed)
+        self.changed: dict[str, str] = {}  # method -> how its settings differ from those its cells were run with
         self.run_methods = self._check_out() if check_out else self.methods
         # the data is read now, so that a bad --data-dir or split fails before any model loads
         self.splits = {task.name: task.load_splits(config.data_dir, n_test=config.n_test, n_val=config.n_val,
@@ -189,13 +193,31 @@ class Runner:
             return copy.deepcopy(self.cfg.selectors[method])
         return create(method, self.params_for(method))
 
-    def params_for(self, method: str) -> dict:
+    def params_for(self, method: str, method_params: dict | None = None) -> dict:
         """k, then `*.NAME` settings the selector accepts, then its own `METHOD.NAME` settings."""
         if method in self.cfg.selectors:
             return {"k": self.cfg.selectors[method].k}
+        method_params = self.cfg.method_params if method_params is None else method_params
         accepted = set(accepted_params(available()[method]))
-        shared = {k: v for k, v in self.cfg.method_params.get("*", {}).items() if k in accepted}
-        return {"k": self.cfg.k, **shared, **self.cfg.method_params.get(method, {})}
+        shared = {k: v for k, v in method_params.get("*", {}).items() if k in accepted}
+        return {"k": self.cfg.k, **shared, **method_params.get(method, {})}
+
+    def cell_settings(self, method: str) -> dict:
+        """What this method's cells depend on beyond the run's identity (config.json's "cells")."""
+        return {"params": self.params_for(method), "budget": self.cfg.budget_for(method)}
+
+    def _previous_cells(self, previous: dict) -> dict[str, dict]:
+        """The settings each method's cells were run with; a config.json written before "cells" kept them in
+        its identity, for every method of the run."""
+        if "cells" in previous:
+            return previous["cells"]
+        old = previous.get("identity", {})
+        budgets, cells = old.get("method_budgets", {}), {}
+        for method in previous.get("methods", []):
+            if method in available() and method not in self.cfg.selectors:
+                cells[method] = {"params": self.params_for(method, old.get("method_params", {})),
+                                 "budget": budgets.get(method, old.get("llm_budget"))}
+        return cells
 
     # ---- setup --------------------------------------------------------------------------------
     def _check_out(self) -> list[str]:
@@ -207,16 +229,29 @@ class Runner:
             raise ConfigError(f"{self.out} already holds a run; pass --resume to continue it or choose another --out")
         previous = json.loads(cfg_path.read_text())
         identity = json.loads(json.dumps(self.cfg.identity()))  # as it reads back from disk
-        if previous.get("identity") != identity:
-            diff = sorted(k for k in identity if previous.get("identity", {}).get(k) != identity[k])
+        shared = {k: v for k, v in previous.get("identity", {}).items() if k not in CELL_KEYS}
+        if shared != identity:
+            diff = sorted(k for k in identity if shared.get(k) != identity[k])
             raise ConfigError(f"--resume: settings differ from the run in {self.out} ({', '.join(diff)})")
+        self.cells = self._previous_cells(previous)
+        ran = methods_with_rows(self.out)
+        for method in self.methods:
+            before, now = self.cells.get(method), json.loads(json.dumps(self.cell_settings(method)))
+            if method not in ran or before is None or before == now:
+                continue
+            self.changed[method] = describe_diff(before, now)
+            if method in self.now:  # redone: the run sets its old rows aside first
+                self.superseded[method] = before
         return list(dict.fromkeys(previous.get("methods", []) + self.methods))
 
     def _write_out_config(self) -> None:
         """Written once the models have loaded: a run that failed to start leaves no config.json behind."""
         if self.dist.is_main:
             identity = json.loads(json.dumps(self.cfg.identity()))
-            (self.out / CONFIG).write_text(json.dumps({"identity": identity, "methods": self.run_methods}, indent=2))
+            # the settings of the cells run now; the others keep those they were run with
+            self.cells.update({m: self.cell_settings(m) for m in self.now if m not in self.cfg.selectors})
+            (self.out / CONFIG).write_text(json.dumps({"identity": identity, "methods": self.run_methods,
+                                                       "cells": self.cells}, indent=2))
             if self.cfg.options:
                 import yaml
 
@@ -247,8 +282,23 @@ class Runner:
         with run_log(self.out):
             return self._run()
 
+    def _supersede(self) -> None:
+        """Cells whose settings changed: redone when run now (old rows set aside), else kept and named."""
+        for method, how in self.changed.items():
+            if method not in self.superseded:
+                LOG.warning("--resume: %s's settings differ from those its cells were run with (%s); this run does "
+                            "not run it, so its results stay those of the old settings", method, how)
+        if self.superseded:
+            dest = set_aside(self.out, self.superseded)
+            for method in self.superseded:
+                self.cells.pop(method)
+                LOG.warning("--resume: %s's settings changed since its cells were run (%s): they are run again; "
+                            "the old rows are in %s", method, self.changed[method], dest)
+
     def _run(self) -> dict:
         began = time.perf_counter()
+        if self.dist.is_main:
+            self._supersede()
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.bertscore = BertScore(self.cfg.bertscore)
         for task in self.tasks:

@@ -10,7 +10,9 @@ follows the paper's runtime: CASE_dynamic took 1554 s per GSM8K query (its infer
 about 6 s per LLM call that is ~259 calls, i.e. ~13 pulls of 20 validation items. Queries share the LLM
 cache, so a pull another query already made costs no new call: the report gives both the distinct calls
 (what a cold cache pays once) and the calls the queries asked for, cache hits included (what independent
-per-query runs would pay).
+per-query runs would pay). Every query's run starts with the same `cold_start` random arms (the run's
+seed), so a budget of `cold_start` pulls or fewer is the cold start only: no gap-index round, one ridge fit
+on the same arms for every query. Such a fit warns on its result row.
 """
 from __future__ import annotations
 
@@ -40,6 +42,9 @@ class CaseDynamic(BanditSelector):
     def fit(self, ctx: FitContext) -> "CaseDynamic":
         self.check_pool(ctx)
         self.prep_ = prepare(ctx, self.n_arms)
+        if self.cold_start != "all" and self.pulls_per_query <= int(self.cold_start):
+            self.warn(f"pulls_per_query {self.pulls_per_query} <= cold_start {self.cold_start}: every query gets only "
+                      "the same cold-start pulls and no gap-index round (raise pulls_per_query for CASE proper)")
         self.ctx_ = ctx
         self.last_info_: dict = {}
         return self

@@ -32,16 +32,21 @@ CERTIFIED_CAP=2000  # lucb-static and dearicl-pac-static: 20 pulls per arm on av
 mkdir -p "$RUNS"
 
 # RQ2's cells in the order a session runs them, each with the minutes it takes here (its fit and the 200 test
-# items; measured on 2026-11-25, run.log): short ones first, the certified selectors and case-dynamic's 1000
-# pulls next, UDR's fits last, so a session runs what fits in its time and publish keeps each finished cell
-# (udr@dearicl-data: 100 epochs of two MiniLM encoders on DEARICL's 10 lists, still training after 15 min on 2026-11-25)
+# items; measured on 2026-11-25, run.log): short ones first, the certified selectors and case-dynamic's
+# per-query pulls next, UDR's fits last, so a session runs what fits in its time and publish keeps each finished
+# cell (udr@dearicl-data: 100 epochs of two MiniLM encoders on DEARICL's 10 lists, about 30 min)
 RQ2_CELLS=(zero-shot:2 few-shot:2 lens:26 explora:10 bridge:5 case-static:15 dearicl-static:2 knn:5 mmr:5
   pirank:4 pirank@dearicl-data:3 neuralndcg:4 neuralndcg@dearicl-data:3 listnet:4 listnet@dearicl-data:3
   ndcgloss2pp:4 ndcgloss2pp@dearicl-data:3 neuralndcg-norm:4 neuralndcg-norm@dearicl-data:3
   dearicl-dynamic:3 dearicl-noexplore:5 dearicl-random:5 lucb-static:18 dearicl-pac-static:18
-  dearicl-pac-dynamic:20 case-dynamic:85 udr@dearicl-data:30 udr:150)
+  dearicl-pac-dynamic:20 case-dynamic:120 udr@dearicl-data:30 udr:150)
 RQ2_LONG=15   # a cell of at least this many minutes runs (and is published) on its own
 RQ2_BATCH=30  # short cells are published at least this often (minutes)
+# cells that select per test item (records are written item by item): a cut run keeps its finished items, so they
+# start whenever BY_ITEM_MIN minutes are left and the next session goes on from there
+RQ2_BY_ITEM=" case-dynamic "
+BY_ITEM_MIN=10
+CASE_DYNAMIC_CAP=26000  # 13 pulls x 10 validation items x 200 queries: every query's pulls, were none shared
 
 minutes_needed() {  # run name: the minutes its longest single fit took on this machine (times.log)
   case $1 in
@@ -50,7 +55,7 @@ minutes_needed() {  # run name: the minutes its longest single fit took on this 
     schedule-*) echo 10 ;;
     certified-wmt19-*) echo 20 ;;  # lucb-static: 2000 calls at ~0.45 s
     certified-*) echo 55 ;;
-    sens-wmt19-case-dynamic-*) echo $(( ${1##*-} * 4 )) ;;  # pulls a query x 50 queries x 10 items at ~0.45 s a call
+    sens-wmt19-case-dynamic-*) echo $BY_ITEM_MIN ;;  # per test item: a cut run keeps its finished items
     *) echo 0 ;;
   esac
 }
@@ -138,7 +143,8 @@ certified() {  # task seed: the certified bandits of the bandit issue, beside RQ
 rq2_wmt19() {  # every selector, 200 test items, seed 0; RQ1's and certified-wmt19's seed-0 fits are replayed.
   # One run folder, filled a few cells at a time (--only): the cells that fit in the session's time, in RQ2_CELLS'
   # order, the short ones together and each long one alone, each batch published as it ends.
-  # case-dynamic pulls 5 arms on the 10 validation items for each of the 200 queries: 10000 calls; lens needs
+  # case-dynamic pulls 13 arms on the 10 validation items for each of the 200 queries (the 5 cold-start ones
+  # shared, configs/study.yaml): at most 26000 calls; lens needs
   # 2800 log-likelihood calls and at most 1000 generations at the study's sizes (configs/study.yaml)
   local name=rq2-wmt19-seed0 cell method minutes batch=() batch_minutes=0 left
   left=$(minutes_left)
@@ -150,6 +156,14 @@ rq2_wmt19() {  # every selector, 200 test items, seed 0; RQ1's and certified-wmt
     if [[ $method == flush ]] || ((minutes >= RQ2_LONG || batch_minutes >= RQ2_LONG || batch_minutes + minutes > RQ2_BATCH)); then
       if ((${#batch[@]})); then rq2_batch "$batch_minutes" "${batch[@]}"; batch=() batch_minutes=0; left=$(minutes_left); fi
       [[ $method == flush ]] && break
+    fi
+    if [[ $RQ2_BY_ITEM == *" $method "* ]]; then  # alone (its minutes are long: flushed above), as far as time goes
+      if ((left >= BY_ITEM_MIN)); then
+        rq2_batch "$BY_ITEM_MIN" "$method"; left=$(minutes_left)
+      else
+        echo "$(date -u +%FT%TZ) not started $name: $method (needs $BY_ITEM_MIN min to start, $left left)" >> "$RUNS/times.log"
+      fi
+      continue
     fi
     if ((minutes > left - batch_minutes)); then
       echo "$(date -u +%FT%TZ) not started $name: $method (needs ~$minutes min, $((left - batch_minutes)) left)" \
@@ -165,7 +179,7 @@ rq2_batch() {  # minutes cell...: one bench call for these RQ2 cells, then publi
   local only
   only=$(IFS=,; echo "$*")
   NEEDED=$minutes launch rq2-wmt19-seed0 --tasks wmt19 --methods all --ltr-data own,dearicl --only "$only" \
-    --max-new-tokens 64 --seed 0 --n-test 200 --llm-budget $CAP --method-budget case-dynamic=10000 \
+    --max-new-tokens 64 --seed 0 --n-test 200 --llm-budget $CAP --method-budget case-dynamic=$CASE_DYNAMIC_CAP \
     --method-budget lens=4000 --method-budget lucb-static=$CERTIFIED_CAP --method-budget dearicl-pac-static=$CERTIFIED_CAP \
     --method-budget dearicl-pac-dynamic=$CERTIFIED_CAP
   publish

@@ -101,6 +101,17 @@ def test_case_dynamic_reports_asked_and_distinct_calls(tmp_path, data_dir, fake)
     assert f"{new} ({asked} asked)" in (tmp_path / "run" / "report.md").read_text()
 
 
+@pytest.mark.parametrize("pulls, warned", [(2, True), (3, False)])
+def test_case_dynamic_with_only_cold_start_pulls_says_so(tmp_path, data_dir, fake, pulls, warned):
+    params = {"*": {**SMALL["*"], "pulls_per_query": pulls}}  # cold_start 2
+    cfg = make_config(tmp_path, data_dir, methods=["case-dynamic"], tasks=["gsm8k"], n_test=2, n_val=4,
+                      pool_size=40, method_params=params)
+    run = Runner(cfg).run()["runs"][0]
+    assert any("no gap-index round" in w for w in run["warnings"]) is warned
+    pulls_made = [r["select_info"]["pulls"] for r in lines(tmp_path / "run" / "records.jsonl")]
+    assert (max(pulls_made) <= 2) is warned  # the warning is true: the cold-start pulls only
+
+
 def test_case_dynamic_query_without_a_pull_fails_the_row(tmp_path, data_dir, fake):
     cfg = make_config(tmp_path, data_dir, methods=["case-dynamic", "knn"], tasks=["gsm8k"], n_test=4, n_val=4,
                       pool_size=40, method_params=SMALL, llm_budget=3)

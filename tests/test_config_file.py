@@ -30,16 +30,18 @@ def test_config_file_sets_options_and_params_and_flags_override(tmp_path, data_d
     cfg = write(tmp_path / "run.yaml", {**BASE, "data_dir": str(data_dir), "seed": 3})
     out = tmp_path / "out"
     assert main(["--config", str(cfg), "--seed", "5", "--param", "mmr.lam=0.9", "--out", str(out)]) == 0
-    identity = json.loads((out / "config.json").read_text())["identity"]
+    written = json.loads((out / "config.json").read_text())
+    identity = written["identity"]
     assert identity["seed"] == 5 and identity["k"] == 2 and identity["n_test"] == 2  # the flag beat the file
-    assert identity["method_params"] == {"mmr": {"lam": 0.9}, "*": {"n_arms": 7}}
+    assert written["cells"]["mmr"]["params"] == {"k": 2, "lam": 0.9}  # mmr takes no n_arms: "*" leaves it out
     resolved = yaml.safe_load((out / "run_config.yaml").read_text())
     assert resolved["seed"] == 5 and resolved["methods"] == ["few-shot", "mmr"] and resolved["k"] == 2
     assert resolved["params"]["mmr"] == {"lam": 0.9}
     # the resolved file is itself a config: it reproduces the run's identity
     again = tmp_path / "again"
     assert main(["--config", str(out / "run_config.yaml"), "--out", str(again)]) == 0
-    assert json.loads((again / "config.json").read_text())["identity"] == identity
+    again_written = json.loads((again / "config.json").read_text())
+    assert again_written["identity"] == identity and again_written["cells"] == written["cells"]
 
 
 @pytest.mark.parametrize("content, message", [

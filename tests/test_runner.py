@@ -107,6 +107,38 @@ def test_out_dir_guard_and_resume_mismatch(tmp_path, data_dir, fake_backend):
     assert [r["method"] for r in results["runs"]] == ["zero-shot", "few-shot"]
 
 
+def test_a_selectors_changed_settings_redo_its_cells_only_and_keep_the_old_rows(tmp_path, data_dir, fake_backend,
+                                                                                   caplog):
+    old, new = {"mmr": {"lam": 0.2}}, {"mmr": {"lam": 0.95}}
+    common = dict(methods=["knn", "mmr"], tasks=["gsm8k"])
+    fresh = Runner(make_config(tmp_path / "fresh", data_dir, method_params=new, **common)).run()
+    Runner(make_config(tmp_path, data_dir, method_params=old, **common)).run()
+    out = tmp_path / "run"
+    before = lines(out / "records.jsonl")
+    # not run now (--only knn): mmr's rows stay, and config.json goes on giving the settings they were run with
+    Runner(make_config(tmp_path, data_dir, method_params=new, only=["knn"], resume=True, **common)).run()
+    assert "mmr's settings differ from those its cells were run with (params.lam 0.2 -> 0.95)" in caplog.text
+    assert lines(out / "records.jsonl") == before and not (out / "superseded").exists()
+    assert json.loads((out / "config.json").read_text())["cells"]["mmr"]["params"]["lam"] == 0.2
+    # run now: mmr's cells are redone, knn's are not, and the old rows are set aside with their settings
+    redone = Runner(make_config(tmp_path, data_dir, method_params=new, resume=True, **common)).run()
+    assert strip_timing(redone) == strip_timing(fresh)
+    [aside] = (out / "superseded").iterdir()
+    assert lines(aside / "records.jsonl") == [r for r in before if r["method"] == "mmr"]
+    assert {c["method"] for c in lines(aside / "calls.jsonl")} == {"mmr"}
+    assert json.loads((aside / "cells.json").read_text())["mmr"]["params"]["lam"] == 0.2
+    records = lines(out / "records.jsonl")
+    assert [r for r in records if r["method"] == "knn"] == [r for r in before if r["method"] == "knn"]
+    assert len(records) == 10 and json.loads((out / "config.json").read_text())["cells"]["mmr"]["params"]["lam"] == 0.95
+    # a config.json from before "cells" (a selector's settings in the run's identity) still resumes
+    config = json.loads((out / "config.json").read_text())
+    cells = config.pop("cells")
+    config["identity"]["method_params"] = {m: {k: v for k, v in c["params"].items() if k != "k"} for m, c in cells.items()}
+    (out / "config.json").write_text(json.dumps(config))
+    Runner(make_config(tmp_path, data_dir, method_params=new, resume=True, **common)).run()
+    assert lines(out / "records.jsonl") == records and len(list((out / "superseded").iterdir())) == 1
+
+
 def test_only_runs_some_cells_now_in_its_order_and_a_resume_runs_the_rest(tmp_path, data_dir, fake_backend):
     whole = Runner(make_config(tmp_path / "whole", data_dir, tasks=["gsm8k"])).run()
     cfg = make_config(tmp_path, data_dir, tasks=["gsm8k"], only=["mmr", "zero-shot"])

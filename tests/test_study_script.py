@@ -95,11 +95,12 @@ def test_study_until_interrupts_the_run_under_way_starts_no_other_and_still_publ
     until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3))
     calls = _study(tmp_path, "1", "rq2-wmt19", "sensitivity", "publish", HANG="1", STUDY_UNTIL=until)
     assert time.monotonic() - started < 30  # interrupted at the deadline, not after the 60 s "fit"
-    # case-dynamic's sensitivity runs need 20 to 80 minutes; the LTR one has no single long fit and starts
+    # case-dynamic's sensitivity runs need 10 minutes to start (they go item by item); the LTR one has no single
+    # long fit and starts
     assert [call["args"][call["args"].index("--out") + 1].split("/")[-1] for call in calls] == ["sens-wmt19-ltr-all"]
     log = (tmp_path / "study" / "times.log").read_text()
     assert "not started rq2-wmt19-seed0 (STUDY_UNTIL)" in log
-    assert "not started sens-wmt19-case-dynamic-5 (its fit needs ~20 min, 0 left)" in log
+    assert "not started sens-wmt19-case-dynamic-5 (its fit needs ~10 min, 0 left)" in log
     assert "stopped sens-wmt19-ltr-all (STUDY_UNTIL)" in log
     assert (tmp_path / "study" / "partial" / "sens-wmt19-ltr-all" / "records.jsonl").exists()  # published to resume
 
@@ -157,7 +158,7 @@ def test_rq2_runs_the_cells_that_fit_in_the_time_left_short_ones_together_each_l
     until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 90 * 60 + 30))  # 90 min left
     calls = _study(tmp_path, "1", "rq2-wmt19", "publish", finish=True, STUDY_UNTIL=until)
     only = [call["args"][call["args"].index("--only") + 1] for call in calls]
-    assert only == ["knn,mmr", "case-dynamic"]  # the short cells together, then the 85-minute one on its own
+    assert only == ["knn,mmr", "case-dynamic"]  # the short cells together, then case-dynamic on its own
     assert all("--resume" in call["args"] and "--methods" in call["args"] for call in calls)
     # the run's identity is the same in every batch: all methods and every --method-budget, whatever runs now
     def identity(args):  # what --resume compares: the method list and every cap, not --only
@@ -216,3 +217,26 @@ def test_a_call_log_over_5_mb_is_published_gzipped_read_back_whole_and_unpacked_
     (first,) = _study(tmp_path, "2", "rq1-wmt19:0")
     assert "calls.jsonl" in first["held"] and "calls.jsonl.gz" not in first["held"]
     assert len((tmp_path / "runs-2" / "rq1-wmt19-seed0" / "calls.jsonl").read_text().splitlines()) == 12000
+
+
+def _rq2_left(tmp_path: Path, pending: set[str]) -> None:
+    """An earlier session finished every RQ2 cell but `pending` (kept in partial/, 200 records each)."""
+    kept = tmp_path / "study" / "partial" / "rq2-wmt19-seed0"
+    kept.mkdir(parents=True)
+    (kept / "config.json").write_text("{}")
+    (kept / "records.jsonl").write_text("".join(json.dumps({"method": m}) + "\n" for m in _rq2_cells()
+                                                 if m not in pending for _ in range(200)))
+
+
+@pytest.mark.parametrize("minutes, started", [(12.5, True), (8.5, False)])
+def test_case_dynamic_goes_item_by_item_so_it_starts_whenever_ten_minutes_are_left(tmp_path, minutes, started):
+    import time
+
+    _rq2_left(tmp_path, {"case-dynamic", "udr"})
+    until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + minutes * 60))
+    calls = _study(tmp_path, "1", "rq2-wmt19", STUDY_UNTIL=until)  # its 120 minutes do not fit: it starts anyway
+    assert [call["args"][call["args"].index("--only") + 1] for call in calls] == (["case-dynamic"] if started else [])
+    log = (tmp_path / "runs-1" / "times.log").read_text()
+    assert ("needs 10 min to start" in log) is not started and "not started rq2-wmt19-seed0: udr (needs ~150 min" in log
+    if started:  # with the cap for every query's own 13 pulls
+        assert ("--method-budget", "case-dynamic=26000") in zip(calls[0]["args"], calls[0]["args"][1:])
