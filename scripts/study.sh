@@ -87,7 +87,7 @@ launch() {  # out-name, then run options: the run resumed from what this or an e
     # an earlier session's finished (method, task) cells: resuming skips them (the cache did not survive)
     for kept in "$STUDY/partial/$name" "$STUDY/$name"; do
       if [[ -f $kept/config.json ]]; then
-        mkdir -p "$RUNS/$name" && cp "$kept"/* "$RUNS/$name/"
+        mkdir -p "$RUNS/$name" && cp -r "$kept"/* "$RUNS/$name/"
         if [[ -f "$RUNS/$name/calls.jsonl.gz" ]]; then gunzip -f "$RUNS/$name/calls.jsonl.gz"; fi  # appended to
         break
       fi
@@ -211,6 +211,10 @@ publish() {  # results, not caches: records, fits, results, reports and plots of
       if [[ -f "$dir/$file" ]]; then cp "$dir/$file" "$dest/"; fi
     done
     [[ -f "$dir/results.json" ]] && cp "$dir"/*.png "$dest/" 2>/dev/null || true
+    if [[ -d $dir/superseded ]]; then  # cells redone with other settings (--resume): their old rows are kept too
+      rm -rf "$dest/superseded" && cp -r "$dir/superseded" "$dest/"
+      find "$dest/superseded" -name calls.jsonl -size +5000000c -exec gzip -9 -n -f {} \;
+    fi
     # the call log feeds the results' call counts and the reports' token tables: one copy, gzipped when over 5 MB
     if [[ -f "$dir/calls.jsonl" ]]; then
       rm -f "$dest/calls.jsonl" "$dest/calls.jsonl.gz"

@@ -240,3 +240,17 @@ def test_case_dynamic_goes_item_by_item_so_it_starts_whenever_ten_minutes_are_le
     assert ("needs 10 min to start" in log) is not started and "not started rq2-wmt19-seed0: udr (needs ~150 min" in log
     if started:  # with the cap for every query's own 13 pulls
         assert ("--method-budget", "case-dynamic=26000") in zip(calls[0]["args"], calls[0]["args"][1:])
+
+
+def test_cells_set_aside_by_a_resume_are_published_and_restored_with_the_run(tmp_path):
+    _study(tmp_path, "1", "rq1-wmt19:0")  # unfinished
+    aside = tmp_path / "runs-1" / "rq1-wmt19-seed0" / "superseded" / "20261125T110000Z"
+    aside.mkdir(parents=True)
+    (aside / "records.jsonl").write_text('{"method": "case-dynamic"}\n')
+    (aside / "calls.jsonl").write_text("x" * 5_000_001)
+    _study(tmp_path, "1", "publish")
+    kept = tmp_path / "study" / "partial" / "rq1-wmt19-seed0" / "superseded" / "20261125T110000Z"
+    assert (kept / "records.jsonl").read_text() == '{"method": "case-dynamic"}\n'
+    assert (kept / "calls.jsonl.gz").exists() and not (kept / "calls.jsonl").exists()  # a large log: gzipped
+    (second,) = _study(tmp_path, "2", "rq1-wmt19:0")  # a new session restores the folder with it
+    assert "superseded" in second["held"]
