@@ -34,12 +34,13 @@ mkdir -p "$RUNS"
 # RQ2's cells in the order a session runs them, each with the minutes it takes here (its fit and the 200 test
 # items; measured on 2026-11-25, run.log): short ones first, the certified selectors and case-dynamic's
 # per-query pulls next, UDR's fits last, so a session runs what fits in its time and publish keeps each finished
-# cell (udr@dearicl-data: 100 epochs of two MiniLM encoders on DEARICL's 10 lists, about 30 min)
+# cell (udr@dearicl-data: 100 epochs of two MiniLM encoders on DEARICL's 10 lists, 40 arm texts each: 110 min on
+# 2026-11-25; udr: 3 mining rounds of 10 epochs on 50 lists, 120 optimiser steps in all, about as many)
 RQ2_CELLS=(zero-shot:2 few-shot:2 lens:26 explora:10 bridge:5 case-static:15 dearicl-static:2 knn:5 mmr:5
   pirank:4 pirank@dearicl-data:3 neuralndcg:4 neuralndcg@dearicl-data:3 listnet:4 listnet@dearicl-data:3
   ndcgloss2pp:4 ndcgloss2pp@dearicl-data:3 neuralndcg-norm:4 neuralndcg-norm@dearicl-data:3
   dearicl-dynamic:3 dearicl-noexplore:5 dearicl-random:5 lucb-static:18 dearicl-pac-static:18
-  dearicl-pac-dynamic:20 case-dynamic:120 udr@dearicl-data:30 udr:150)
+  dearicl-pac-dynamic:20 case-dynamic:120 udr@dearicl-data:115 udr:120)
 RQ2_LONG=15   # a cell of at least this many minutes runs (and is published) on its own
 RQ2_BATCH=30  # short cells are published at least this often (minutes)
 # cells that select per test item (records are written item by item): a cut run keeps its finished items, so they
@@ -47,6 +48,9 @@ RQ2_BATCH=30  # short cells are published at least this often (minutes)
 RQ2_BY_ITEM=" case-dynamic "
 BY_ITEM_MIN=10
 CASE_DYNAMIC_CAP=26000  # 13 pulls x 10 validation items x 200 queries: every query's pulls, were none shared
+# cells published with settings changed since (configs/study.yaml): not done until a --resume has set their old
+# rows aside (a superseded/ folder in the run) and run them again (2026-11-25: case-dynamic, 5 -> 13 pulls a query)
+RQ2_REDO=" case-dynamic "
 
 minutes_needed() {  # run name: the minutes its longest single fit took on this machine (times.log)
   case $1 in
@@ -67,6 +71,14 @@ cell_done() {  # method run-name test-items: the run (here, kept in partial/ or 
       (( $(grep -c "\"method\": \"$1\"" "$records" || true) >= $3 )) && return 0
       return 1
     fi
+  done
+  return 1
+}
+
+redone() {  # run-name: its newest copy (here, kept in partial/ or published) has set cells aside (RQ2_REDO)
+  local dir
+  for dir in "$RUNS/$1" "$STUDY/partial/$1" "$STUDY/$1"; do
+    if [[ -f $dir/records.jsonl ]]; then [[ -d $dir/superseded ]]; return; fi
   done
   return 1
 }
@@ -150,7 +162,9 @@ rq2_wmt19() {  # every selector, 200 test items, seed 0; RQ1's and certified-wmt
   left=$(minutes_left)
   for cell in "${RQ2_CELLS[@]}" flush:0; do
     method=${cell%:*} minutes=${cell##*:}
-    [[ $method != flush ]] && cell_done "$method" $name 200 && continue
+    if [[ $method != flush ]] && cell_done "$method" $name 200; then
+      [[ $RQ2_REDO != *" $method "* ]] || redone $name && continue
+    fi
     if ((left <= 0)); then echo "$(date -u +%FT%TZ) not started $name (STUDY_UNTIL)" >> "$RUNS/times.log"; break; fi
     # a long cell alone: the batch so far goes first, and a long cell in it goes before anything joins it
     if [[ $method == flush ]] || ((minutes >= RQ2_LONG || batch_minutes >= RQ2_LONG || batch_minutes + minutes > RQ2_BATCH)); then

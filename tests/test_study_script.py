@@ -153,6 +153,7 @@ def test_rq2_runs_the_cells_that_fit_in_the_time_left_short_ones_together_each_l
     pending = {"knn", "mmr", "case-dynamic", "udr"}
     (kept / "records.jsonl").write_text("".join(json.dumps({"method": m}) + "\n" for m in _rq2_cells()
                                                  if m not in pending for _ in range(200)))
+    (kept / "superseded").mkdir()  # case-dynamic's 5-pull cell was set aside (RQ2_REDO): its new records count
     with (kept / "records.jsonl").open("a") as records:  # knn was cut after 150 of its 200 test items
         records.write("".join(json.dumps({"method": "knn"}) + "\n" for _ in range(150)))
     until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 90 * 60 + 30))  # 90 min left
@@ -165,7 +166,7 @@ def test_rq2_runs_the_cells_that_fit_in_the_time_left_short_ones_together_each_l
         return [(a, b) for a, b in zip(args, args[1:]) if a in ("--methods", "--ltr-data", "--method-budget")]
     assert identity(calls[0]["args"]) == identity(calls[1]["args"])
     assert ("--method-budget", "lucb-static=2000") in identity(calls[0]["args"])
-    assert "not started rq2-wmt19-seed0: udr (needs ~150 min, 90 left)" in (tmp_path / "study" / "times.log").read_text()
+    assert "not started rq2-wmt19-seed0: udr (needs ~120 min, 90 left)" in (tmp_path / "study" / "times.log").read_text()
     # published after each batch (and once more by the publish part), so a later cut loses no finished cell
     assert (tmp_path / "calls-1.jsonl.reports").read_text().count("\n") == 3
     published = tmp_path / "study" / "rq2-wmt19-seed0"
@@ -237,7 +238,7 @@ def test_case_dynamic_goes_item_by_item_so_it_starts_whenever_ten_minutes_are_le
     calls = _study(tmp_path, "1", "rq2-wmt19", STUDY_UNTIL=until)  # its 120 minutes do not fit: it starts anyway
     assert [call["args"][call["args"].index("--only") + 1] for call in calls] == (["case-dynamic"] if started else [])
     log = (tmp_path / "runs-1" / "times.log").read_text()
-    assert ("needs 10 min to start" in log) is not started and "not started rq2-wmt19-seed0: udr (needs ~150 min" in log
+    assert ("needs 10 min to start" in log) is not started and "not started rq2-wmt19-seed0: udr (needs ~120 min" in log
     if started:  # with the cap for every query's own 13 pulls
         assert ("--method-budget", "case-dynamic=26000") in zip(calls[0]["args"], calls[0]["args"][1:])
 
@@ -254,3 +255,13 @@ def test_cells_set_aside_by_a_resume_are_published_and_restored_with_the_run(tmp
     assert (kept / "calls.jsonl.gz").exists() and not (kept / "calls.jsonl").exists()  # a large log: gzipped
     (second,) = _study(tmp_path, "2", "rq1-wmt19:0")  # a new session restores the folder with it
     assert "superseded" in second["held"]
+
+
+@pytest.mark.parametrize("set_aside", [False, True])
+def test_a_cell_published_with_old_settings_runs_again_until_a_resume_has_set_it_aside(tmp_path, set_aside):
+    _rq2_left(tmp_path, {"udr"})  # case-dynamic has its 200 records, from its 5-pull run
+    if set_aside:
+        (tmp_path / "study" / "partial" / "rq2-wmt19-seed0" / "superseded" / "20261125T120000Z").mkdir(parents=True)
+    calls = _study(tmp_path, "1", "rq2-wmt19", finish=True)
+    only = [call["args"][call["args"].index("--only") + 1] for call in calls]
+    assert only == (["udr"] if set_aside else ["case-dynamic", "udr"])
