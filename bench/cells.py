@@ -12,8 +12,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 CELL_KEYS = ("method_params", "method_budgets")  # an identity's per-cell settings in config.json before "cells"
-# the files whose rows carry a "method" (per-rank files exist while a multi-process run is under way)
-PER_METHOD_FILES = ("records.jsonl", "records.rank*.jsonl", "fits.jsonl", "calls.jsonl", "calls.rank*.jsonl")
+# the files whose rows carry a "method" (per-rank files exist while a multi-process run is under way); records
+# last, so that a set-aside cut short leaves the method's records behind and is done again by the next --resume
+PER_METHOD_FILES = ("fits.jsonl", "calls.jsonl", "calls.rank*.jsonl", "records.jsonl", "records.rank*.jsonl")
 
 
 def settings_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
@@ -37,17 +38,24 @@ def describe_diff(old: dict, new: dict) -> str:
     return ", ".join(f"{d} {value(old, d)!r} -> {value(new, d)!r}" for d in settings_diff(old, new))
 
 
+def jsonl_lines(path: Path) -> list[bytes]:
+    """A JSONL file's rows, split on newlines only (a row's text may hold U+2028, which str.splitlines splits)."""
+    return [line for line in path.read_bytes().split(b"\n") if line.strip()]
+
+
+def row_method(line: bytes) -> str | None:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError:
+        return None  # a cut last line: the readers skip it
+    return row.get("method") if isinstance(row, dict) else None
+
+
 def methods_with_rows(out: Path) -> set[str]:
-    """Methods that have records in the run folder (finished or partly finished cells)."""
-    found = set()
-    for pattern in PER_METHOD_FILES[:2]:
-        for path in out.glob(pattern):
-            for line in path.open(encoding="utf-8"):
-                try:
-                    found.add(json.loads(line)["method"])
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    continue  # a cut last line
-    return found
+    """Methods with any row in the run folder: records, a fit summary or logged calls (a cell cut before its
+    first records has the other two)."""
+    return {row_method(line) for pattern in PER_METHOD_FILES for path in out.glob(pattern)
+            for line in jsonl_lines(path)} - {None}
 
 
 def set_aside(out: Path, old_settings: dict[str, dict]) -> Path:
@@ -60,15 +68,11 @@ def set_aside(out: Path, old_settings: dict[str, dict]) -> Path:
     for pattern in PER_METHOD_FILES:
         for path in sorted(out.glob(pattern)):
             keep, move = [], []
-            for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
-                try:
-                    method = json.loads(line).get("method")
-                except (json.JSONDecodeError, AttributeError):
-                    method = None  # a cut last line stays where the reader already skips it
-                (move if method in old_settings else keep).append(line)
+            for line in jsonl_lines(path):
+                (move if row_method(line) in old_settings else keep).append(line + b"\n")  # a cut line ends too
             if move:
-                (dest / path.name).write_text("".join(move), encoding="utf-8")
+                (dest / path.name).write_bytes(b"".join(move))
                 tmp = path.with_name(path.name + ".tmp")
-                tmp.write_text("".join(keep), encoding="utf-8")
+                tmp.write_bytes(b"".join(keep))
                 tmp.replace(path)  # atomic: a kill here leaves the old file or the new one
     return dest

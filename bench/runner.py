@@ -100,10 +100,12 @@ class RunConfig:
                 "encoder": self.encoder}
 
     def identity(self) -> dict:
-        """What every cell shares and --resume must match (not the method list: methods can be added; not a
-        selector's own parameters or cap: those are its cells' settings, Runner.cell_settings)."""
+        """The run's settings as config.json records them (not the method list: methods can be added). --resume
+        must match all but CELL_KEYS, a selector's own parameters and cap: Runner.cell_settings checks those
+        per selector."""
+        own_caps = {"method_budgets": self.method_budgets} if self.method_budgets else {}  # older runs have none
         return {"tasks": self.tasks, "llm": self.llm.identity(), "generation": asdict(self.generation),
-                **self._selection_inputs()}
+                "method_params": self.method_params, **self._selection_inputs(), **own_caps}
 
     def selection_identity(self, method: str, task: str, params: dict) -> dict:
         """What one selection depends on: never the LLM that answers the test items."""
@@ -228,9 +230,9 @@ class Runner:
         if not self.cfg.resume:
             raise ConfigError(f"{self.out} already holds a run; pass --resume to continue it or choose another --out")
         previous = json.loads(cfg_path.read_text())
-        identity = json.loads(json.dumps(self.cfg.identity()))  # as it reads back from disk
+        identity = {k: v for k, v in json.loads(json.dumps(self.cfg.identity())).items() if k not in CELL_KEYS}
         shared = {k: v for k, v in previous.get("identity", {}).items() if k not in CELL_KEYS}
-        if shared != identity:
+        if shared != identity:  # as it reads back from disk
             diff = sorted(k for k in identity if shared.get(k) != identity[k])
             raise ConfigError(f"--resume: settings differ from the run in {self.out} ({', '.join(diff)})")
         self.cells = self._previous_cells(previous)
@@ -297,7 +299,7 @@ class Runner:
 
     def _run(self) -> dict:
         began = time.perf_counter()
-        if self.dist.is_main:
+        if self.dist.is_main:  # before the call log opens calls.jsonl; the other ranks read records after a barrier
             self._supersede()
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.bertscore = BertScore(self.cfg.bertscore)
@@ -316,6 +318,8 @@ class Runner:
                  f"; selection LLM {self.selection_client.backend.describe()}",
                  "; prompts in the chat template" if chat[0] else "")
         self._write_out_config()
+        if self.superseded and self.dist.is_main:  # results.json and the report without the cells set aside
+            self._write_results(started)
         self.store = SelectionStore(self.cfg.selections or self.out / "selections")
         records_path = self.out / (RECORDS if self.dist.world == 1 else f"records.rank{self.dist.rank}.jsonl")
         # One snapshot after the setup barrier: every rank takes the same skip decisions from it.
@@ -338,6 +342,9 @@ class Runner:
         if not self.dist.is_main:
             return {}
         self._merge_ranks()
+        return self._write_results(started)
+
+    def _write_results(self, started: str) -> dict:
         from reports.results import build_results, write_results
         from reports.render import write_report
 

@@ -89,7 +89,8 @@ def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = ""
         "selection_llm": selection_llm or llm,
         "encoder": encoder,
         "bertscore": {lang: bertscore.description(lang) for lang in langs} if bertscore else {},
-        "config": {**config.get("identity", {}), **({"cells": config["cells"]} if "cells" in config else {})},
+        "config": config.get("identity", {}),
+        "cells": config.get("cells", {}),  # the settings each selector's cells were run with
     }
 
 

@@ -75,10 +75,11 @@ cell_done() {  # method run-name test-items: the run (here, kept in partial/ or 
   return 1
 }
 
-redone() {  # run-name: its newest copy (here, kept in partial/ or published) has set cells aside (RQ2_REDO)
+redone() {  # method run-name: the run's newest copy (here, kept in partial/ or published) has set its old cells
+  # aside (superseded/*/cells.json names it): RQ2_REDO
   local dir
-  for dir in "$RUNS/$1" "$STUDY/partial/$1" "$STUDY/$1"; do
-    if [[ -f $dir/records.jsonl ]]; then [[ -d $dir/superseded ]]; return; fi
+  for dir in "$RUNS/$2" "$STUDY/partial/$2" "$STUDY/$2"; do
+    if [[ -f $dir/records.jsonl ]]; then grep -qs "\"$1\"" "$dir"/superseded/*/cells.json; return; fi
   done
   return 1
 }
@@ -163,7 +164,7 @@ rq2_wmt19() {  # every selector, 200 test items, seed 0; RQ1's and certified-wmt
   for cell in "${RQ2_CELLS[@]}" flush:0; do
     method=${cell%:*} minutes=${cell##*:}
     if [[ $method != flush ]] && cell_done "$method" $name 200; then
-      [[ $RQ2_REDO != *" $method "* ]] || redone $name && continue
+      [[ $RQ2_REDO != *" $method "* ]] || redone "$method" $name && continue
     fi
     if ((left <= 0)); then echo "$(date -u +%FT%TZ) not started $name (STUDY_UNTIL)" >> "$RUNS/times.log"; break; fi
     # a long cell alone: the batch so far goes first, and a long cell in it goes before anything joins it

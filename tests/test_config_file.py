@@ -33,6 +33,7 @@ def test_config_file_sets_options_and_params_and_flags_override(tmp_path, data_d
     written = json.loads((out / "config.json").read_text())
     identity = written["identity"]
     assert identity["seed"] == 5 and identity["k"] == 2 and identity["n_test"] == 2  # the flag beat the file
+    assert identity["method_params"] == {"mmr": {"lam": 0.9}, "*": {"n_arms": 7}}
     assert written["cells"]["mmr"]["params"] == {"k": 2, "lam": 0.9}  # mmr takes no n_arms: "*" leaves it out
     resolved = yaml.safe_load((out / "run_config.yaml").read_text())
     assert resolved["seed"] == 5 and resolved["methods"] == ["few-shot", "mmr"] and resolved["k"] == 2

@@ -122,7 +122,7 @@ def test_a_selectors_changed_settings_redo_its_cells_only_and_keep_the_old_rows(
     assert json.loads((out / "config.json").read_text())["cells"]["mmr"]["params"]["lam"] == 0.2
     # run now: mmr's cells are redone, knn's are not, and the old rows are set aside with their settings
     redone = Runner(make_config(tmp_path, data_dir, method_params=new, resume=True, **common)).run()
-    assert strip_timing(redone) == strip_timing(fresh)
+    assert strip_timing(redone) == strip_timing(fresh) and redone["cells"]["mmr"]["params"]["lam"] == 0.95
     [aside] = (out / "superseded").iterdir()
     assert lines(aside / "records.jsonl") == [r for r in before if r["method"] == "mmr"]
     assert {c["method"] for c in lines(aside / "calls.jsonl")} == {"mmr"}

@@ -153,7 +153,8 @@ def test_rq2_runs_the_cells_that_fit_in_the_time_left_short_ones_together_each_l
     pending = {"knn", "mmr", "case-dynamic", "udr"}
     (kept / "records.jsonl").write_text("".join(json.dumps({"method": m}) + "\n" for m in _rq2_cells()
                                                  if m not in pending for _ in range(200)))
-    (kept / "superseded").mkdir()  # case-dynamic's 5-pull cell was set aside (RQ2_REDO): its new records count
+    (kept / "superseded" / "t").mkdir(parents=True)  # case-dynamic's 5-pull cell was set aside (RQ2_REDO)
+    (kept / "superseded" / "t" / "cells.json").write_text('{"case-dynamic": {}}')
     with (kept / "records.jsonl").open("a") as records:  # knn was cut after 150 of its 200 test items
         records.write("".join(json.dumps({"method": "knn"}) + "\n" for _ in range(150)))
     until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 90 * 60 + 30))  # 90 min left
@@ -260,8 +261,9 @@ def test_cells_set_aside_by_a_resume_are_published_and_restored_with_the_run(tmp
 @pytest.mark.parametrize("set_aside", [False, True])
 def test_a_cell_published_with_old_settings_runs_again_until_a_resume_has_set_it_aside(tmp_path, set_aside):
     _rq2_left(tmp_path, {"udr"})  # case-dynamic has its 200 records, from its 5-pull run
-    if set_aside:
-        (tmp_path / "study" / "partial" / "rq2-wmt19-seed0" / "superseded" / "20261125T120000Z").mkdir(parents=True)
+    aside = tmp_path / "study" / "partial" / "rq2-wmt19-seed0" / "superseded" / "20261125T120000Z"
+    aside.mkdir(parents=True)  # another cell set aside does not count for case-dynamic
+    (aside / "cells.json").write_text(json.dumps({"mmr": {}, **({"case-dynamic": {}} if set_aside else {})}))
     calls = _study(tmp_path, "1", "rq2-wmt19", finish=True)
     only = [call["args"][call["args"].index("--only") + 1] for call in calls]
     assert only == (["udr"] if set_aside else ["case-dynamic", "udr"])
