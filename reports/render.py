@@ -179,15 +179,41 @@ def bandit_settings(out: Path) -> list[str]:
     return lines
 
 
+def per_query_runs(out: Path) -> dict[tuple[str, str], list]:
+    """(method, task) -> convergence-table cells summarising a per-query bandit's runs over its test queries, from
+    each record's select_info (rounds, pulls, stopped_by, calls asked)."""
+    runs: dict[tuple[str, str], list[dict]] = {}
+    if (out / "records.jsonl").exists():
+        for rec in read_records(out / "records.jsonl"):
+            if "stopped_by" in rec.select_info and "rounds" in rec.select_info:
+                runs.setdefault((rec.method, rec.task), []).append(rec.select_info)
+
+    def spread(values: list[int]) -> str:
+        return f"{int(np.median(values))} ({min(values)}–{max(values)}) per query"
+
+    cells = {}
+    for key, infos in runs.items():
+        stops: dict[str, int] = {}
+        for info in infos:
+            stops[info["stopped_by"]] = stops.get(info["stopped_by"], 0) + 1
+        cells[key] = [spread([i["rounds"] for i in infos]), spread([i["pulls"] for i in infos]),
+                      f"{sum(i.get('llm_calls_requested', 0) for i in infos)} asked",
+                      ", ".join(f"{stop} {n}/{len(infos)}" for stop, n in sorted(stops.items())), "n/a", "n/a", "n/a"]
+    return cells
+
+
 def convergence_section(out: Path) -> list[str]:
     traces = bandit_traces(out)
     if not traces:
         return []
     from tabulate import tabulate
 
-    rows = []
+    rows, per_query = [], per_query_runs(out)
     for task, by_method in traces.items():
         for method, trace in by_method.items():
+            if (method, task) in per_query:  # one bandit per test query: its fit traced no round of its own
+                rows.append([method, task, *per_query[(method, task)]])
+                continue
             steps = [r for r in trace if "gap_index" in r]
             summary = next((r for r in trace if r.get("summary")), {})
             # a certified stop's loop (lucb-static) times no rounds and knows no regret: those cells say n/a
@@ -206,7 +232,10 @@ def convergence_section(out: Path) -> list[str]:
              "Per round of the gap-index loop: B_t(ch_t, b_t) and the simple regret of U_t. With an LLM the truth is "
              "unknown, so regret is 'observed': the best j observed arm means minus those of U_t's j pulled members. "
              "'Time outside LLM' is bookkeeping + reward scoring over wall time; a fit answered from the cache "
-             "(e.g. one repeating an earlier fit's calls) spends almost no time in the LLM and shows close to 100%.", "",
+             "(e.g. one repeating an earlier fit's calls) spends almost no time in the LLM and shows close to 100%. "
+             "A selector that runs one bandit per test query (case-dynamic) has a row over its queries: median "
+             "(min–max) rounds and pulls per query, the calls its queries asked for (cache hits included) and how "
+             "many queries each stop reason ended.", "",
              tabulate(rows, headers=["Method", "Task", "Rounds", "Pulls", "LLM calls", "Stopped by", "Final gap",
                                      "Final simple regret", "Time outside LLM"], tablefmt="github"), ""]
     lines += [f"![convergence {task}](convergence_{task}.png)" for task in traces] + [""]

@@ -3,6 +3,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from bench.errors import ConfigError
@@ -98,7 +99,15 @@ def test_case_dynamic_reports_asked_and_distinct_calls(tmp_path, data_dir, fake)
     assert run["llm_calls"]["selection"] == new <= asked  # distinct calls: what a cold cache pays once
     assert asked <= sum(4 * i["pulls"] for i in infos)  # a pull asks one call per item (greedy: a re-pull is the same)
     assert new < asked  # every query starts from the same seeded cold-start arms: later queries re-ask them
-    assert f"{new} ({asked} asked)" in (tmp_path / "run" / "report.md").read_text()
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert f"{new} ({asked} asked)" in report
+    # its convergence row summarises the queries' own runs (its fit traced no round)
+    table = report.split("## Bandit convergence")[1]
+    row = [c.strip() for c in next(line for line in table.splitlines() if "| case-dynamic " in line).split("|")[1:-1]]
+    pulls = sorted(i["pulls"] for i in infos)
+    assert row[3] == f"{int(np.median(pulls))} ({pulls[0]}–{pulls[-1]}) per query" and row[4] == f"{asked} asked"
+    stops = {i["stopped_by"] for i in infos}
+    assert row[5] == ", ".join(f"{s} {sum(i['stopped_by'] == s for i in infos)}/4" for s in sorted(stops))
 
 
 @pytest.mark.parametrize("pulls, warned", [(2, True), (3, False)])
