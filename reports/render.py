@@ -48,9 +48,10 @@ def render(out: Path, baseline: str | None = None, prices: PriceTable | None = N
         md += ["## Data ablation", "", "LTR selectors trained on their own pulls (sampled arms + heuristic negatives) "
                "and on the (arm, query, reward) log of the DEARICL run (`--ltr-data own,dearicl`; the paper's Table 3). "
                "Both rank DEARICL's candidate arms.", "", ablation, ""]
-    extra = tables.extra_table(runs)
+    extra = tables.secondary_table(runs, records, base)
     if extra:
-        md += ["Secondary metrics (×100):", "", extra, ""]
+        md += [f"Secondary metrics (×100) with their 95% bootstrap intervals and paired t-tests against `{base}` "
+               "(Holm over the methods of each task and metric; MDD as under Paired tests):", "", extra, ""]
     md += ["## LLM calls", "", "Distinct LLM calls per method and task: selection phase / inference phase. "
            "'(N asked)': the calls the selector asked for, cache hits included, where that differs (case-dynamic's "
            "queries re-ask pulls other queries made; independent per-query runs would pay for them).", "",

@@ -4,10 +4,11 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
+import numpy as np
 from tabulate import tabulate
 
 from bench.records import ItemRecord
-from reports.stats import PairedTTest, holm
+from reports.stats import PairedTTest, bootstrap_ci, holm
 
 DAGGER, WORSE = "†", "↓"  # paired t-test, p < 0.05
 HOLM_BETTER, HOLM_WORSE = "‡", "⇓"  # the same, and it survives Holm's correction over the methods on the task
@@ -30,10 +31,14 @@ def pick_baseline(runs: list[dict], requested: str | None) -> str | None:
     return methods[0] if methods else None
 
 
-def significance(records: list[ItemRecord], baseline: str) -> dict[tuple[str, str], PairedTTest]:
+def significance(records: list[ItemRecord], baseline: str, metric: str | None = None) -> dict[tuple[str, str], PairedTTest]:
+    """Paired t-tests of every method against `baseline`, per task, on the primary score or on a secondary
+    `metric` of the records' extra (chrF); Holm over the methods of each task."""
     per: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
     for rec in records:
-        per[(rec.method, rec.task)][rec.item_id] = rec.score
+        value = rec.score if metric is None else rec.extra.get(metric)
+        if value is not None:
+            per[(rec.method, rec.task)][rec.item_id] = value
     tests = {}
     for (method, task), scores in per.items():
         if method != baseline and (baseline, task) in per:
@@ -131,6 +136,38 @@ def _task_header(task: str, runs: list[dict]) -> str:
     label = row.get("metric_label") or {"exact_match": "EM", "bertscore_f1": "BERTScore F1"}.get(
         row.get("metric", ""), row.get("metric", ""))  # results.json written before metric_label existed
     return f"{task} ({label})"
+
+
+def _p(value: float | None) -> str:
+    return "n/a" if value is None or value != value else f"{value:.4f}"
+
+
+def secondary_table(runs: list[dict], records: list[ItemRecord], baseline: str | None) -> str | None:
+    """Secondary metrics (chrF on WMT19) as the primary score gets them: mean x100 with its 95% bootstrap
+    interval, and the paired t-test against `baseline` (Holm over the methods of each task and metric, MDD)."""
+    metrics = sorted({k for r in runs for k in r.get("extra", {})})
+    rows = []
+    for metric in metrics:
+        tests = significance(records, baseline, metric) if baseline else {}
+        values: dict[tuple[str, str], list[float]] = defaultdict(list)
+        for rec in records:
+            if metric in rec.extra:
+                values[(rec.method, rec.task)].append(rec.extra[metric])
+        for run in runs:
+            key = (run["method"], run["task"])
+            if run.get("score") is None or not values.get(key):
+                continue
+            low, high = bootstrap_ci(values[key])
+            interval = f" [{100 * low:.2f}, {100 * high:.2f}]" if low is not None else ""
+            test = tests.get(key)
+            vs = (["baseline", "", "", ""] if run["method"] == baseline else ["", "", "", ""] if test is None else
+                  [f"{100 * test.mean_diff:+.2f}", _p(test.p), _p(test.p_holm),
+                   "n/a" if test.mdd != test.mdd else f"{100 * test.mdd:.2f}"])
+            rows.append([run["method"], run["task"], metric, f"{100 * np.mean(values[key]):.2f}{interval}", *vs])
+    if not rows:
+        return None
+    return tabulate(rows, headers=["Method", "Task", "Metric", "×100 [95% CI]", f"Δ×100 vs {baseline}", "p", "p (Holm)",
+                                   "MDD×100 (80% power)"], tablefmt="github", disable_numparse=True)
 
 
 def extra_table(runs: list[dict], fmt: str = "github") -> str | None:

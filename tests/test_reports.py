@@ -30,12 +30,14 @@ def test_paired_t_test_degenerate_cases():
     assert math.isnan(same_diff.p) and not same_diff.better()
 
 
-def _make_run(out, scores_by_method, task="gsm8k", selection_calls=None, groups=None):
+def _make_run(out, scores_by_method, task="gsm8k", selection_calls=None, groups=None, extras=None):
+    """extras: method -> a secondary metric's values, item by item ({"chrf": [...]})."""
     out.mkdir(parents=True, exist_ok=True)
     recs = []
     for method, scores in scores_by_method.items():
         for i, s in enumerate(scores):
-            recs.append(ItemRecord(method, task, f"t{i}", [], "h", "o", "p", "g", float(s), 0.5))
+            extra = {k: float(v[i]) for k, v in (extras or {}).get(method, {}).items()}
+            recs.append(ItemRecord(method, task, f"t{i}", [], "h", "o", "p", "g", float(s), 0.5, extra=extra))
     append_jsonl(out / "records.jsonl", recs)
     fits = [{"method": m, "task": task, "level": "task", "selection_seconds": 1.0,
              "selection_calls": (selection_calls or {}).get(m, 0), "budget": None, "budget_exhausted": False,
@@ -92,6 +94,30 @@ def test_paired_tests_table_shows_the_minimal_detectable_difference(tmp_path):
     knn = next(line for line in table.splitlines() if line.startswith("| knn "))
     sd, mdd = (float(c) for c in knn.split("|")[10:12])
     assert sd == pytest.approx(10, abs=2) and mdd == pytest.approx(sd * 0.3677, rel=0.01)  # n = 60
+
+
+def test_secondary_metric_gets_an_interval_and_a_paired_test_against_the_baseline(tmp_path):
+    from scipy import stats as sps
+
+    from reports.stats import bootstrap_ci
+
+    rng = np.random.default_rng(3)
+    base_chrf, noise = rng.uniform(0.1, 0.2, 40), rng.normal(0, 0.02, 40)
+    chrf = {"zero-shot": base_chrf, "knn": base_chrf + 0.03 + noise, "mmr": base_chrf + noise}
+    _make_run(tmp_path, {m: [0.5] * 40 for m in chrf}, task="wmt19", extras={m: {"chrf": v} for m, v in chrf.items()})
+    write_report(tmp_path, baseline="zero-shot")
+    table = (tmp_path / "report.md").read_text().split("Secondary metrics")[1].split("## ")[0]
+    rows = {c[0]: c for c in ([x.strip() for x in line.split("|")[1:-1]] for line in table.splitlines()
+                              if line.startswith("| ") and "chrf" in line)}
+    low, high = bootstrap_ci(chrf["knn"])
+    assert rows["knn"][3] == f"{100 * chrf['knn'].mean():.2f} [{100 * low:.2f}, {100 * high:.2f}]"
+    diff = [sps.ttest_rel(chrf[m], base_chrf) for m in ("knn", "mmr")]
+    assert float(rows["knn"][4]) == pytest.approx(100 * (chrf["knn"] - base_chrf).mean(), abs=0.006)
+    assert float(rows["knn"][5]) == pytest.approx(diff[0].pvalue, abs=1e-4)
+    # Holm over the two methods: the smaller p doubles, the larger stays (never below the smaller's adjusted value)
+    assert float(rows["knn"][6]) == pytest.approx(min(1, 2 * diff[0].pvalue), abs=1e-4)
+    assert float(rows["mmr"][6]) == pytest.approx(max(diff[1].pvalue, min(1, 2 * diff[0].pvalue)), abs=1e-4)
+    assert rows["zero-shot"][4] == "baseline" and float(rows["knn"][7]) > 0
 
 
 def test_holm_and_mcnemar_by_hand():
