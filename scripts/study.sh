@@ -10,7 +10,8 @@
 #   Default: the order of what the issue needs most (the list in main below). Runs finished here or published
 #   are skipped; `publish` also keeps an unfinished run's finished cells in $STUDY/partial/, which the next
 #   session's run resumes from (sessions do not keep runs/ or the cache).
-#   STUDY_COMMIT=1: publish also commits the study folder (git), so a session that dies keeps what it published.
+#   Each run (each batch of RQ2 cells) is published as soon as it ends. STUDY_COMMIT=1: publish also commits the
+#   study folder (git), so a session that dies keeps what it published.
 #   STUDY_UNTIL=TIME (anything `date -d` reads, e.g. 03:35 or 2026-11-25T03:35Z): a session's end. The run under
 #   way then is interrupted (SIGINT: what it finished stays resumable), `publish` still runs, and a run is not
 #   started when its one long fit would not end in time (minutes_needed below): the fit under way at the end is lost.
@@ -91,7 +92,9 @@ minutes_left() {  # until STUDY_UNTIL (a large number without it)
 
 run() {  # out-name, then run options; one answer cache and one selection store for the whole study
   [[ -f "$RUNS/$1/results.json" || -f "$STUDY/$1/results.json" ]] && return  # done (delete both to rerun)
+  LAUNCHED=0
   launch "$@"
+  if ((LAUNCHED)); then publish; fi  # at once: a session that dies during the next run keeps this one
 }
 
 launch() {  # out-name, then run options: the run resumed from what this or an earlier session finished
@@ -126,6 +129,7 @@ launch() {  # out-name, then run options: the run resumed from what this or an e
     limit=(timeout --signal=INT --kill-after=120 "$left")  # SIGINT: the run stops as on Ctrl-C, resumable
   fi
   echo "$(date -u +%FT%TZ) start $name" >> "$RUNS/times.log"
+  LAUNCHED=1
   "${limit[@]}" "$PY" -m bench --config configs/study.yaml --no-progress --out "$RUNS/$name" "${resume[@]}" \
     --cache "$RUNS/cache.sqlite" --selections "$RUNS/selections" "${replay[@]}" "$@" >> "$RUNS/$name.log" 2>&1 \
     || status=$?

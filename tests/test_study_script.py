@@ -22,7 +22,8 @@ if args[:1] == ["report"]:
     sys.exit(0)
 out = Path(args[args.index("--out") + 1])
 with open(os.environ["CALLS"], "a") as log:
-    log.write(json.dumps({{"args": args, "held": sorted(p.name for p in out.glob("*"))}}) + "\\n")
+    log.write(json.dumps({{"args": args, "held": sorted(p.name for p in out.glob("*")),
+                          "published": sorted(p.name for p in Path(os.environ["STUDY"]).glob("*"))}}) + "\\n")
 out.mkdir(parents=True, exist_ok=True)
 (out / "config.json").write_text("{{}}")
 with open(out / "records.jsonl", "a") as records:
@@ -75,10 +76,19 @@ def test_an_unfinished_run_resumes_in_the_next_session_from_its_published_cells(
     rows = [json.loads(line) for line in (published / "records.jsonl").read_text().splitlines()]
     assert rows == [{"session": "1"}, {"session": "2"}]  # the first session's cells are kept
     assert (published / "results.json").exists() and not partial.exists()
-    assert (tmp_path / "calls-2.jsonl.reports").read_text() == f"{study}\n"  # publish re-rendered the study
+    # publish re-rendered the study: once when the run ended, once for the `publish` part
+    assert (tmp_path / "calls-2.jsonl.reports").read_text() == f"{study}\n" * 2
 
     # a third session skips the published run
     assert _study(tmp_path, "3", "rq1-wmt19:0") == []
+
+
+def test_each_finished_run_is_published_before_the_next_starts(tmp_path):
+    first, second = _study(tmp_path, "1", "rq1-wmt19:0,1", finish=True)  # no `publish` part
+    assert first["published"] == [] and "rq1-wmt19-seed0" in second["published"]
+    assert (tmp_path / "study" / "rq1-wmt19-seed1" / "results.json").exists()
+    # a run that does not start (done already) publishes nothing
+    assert _study(tmp_path, "2", "rq1-wmt19:0") == [] and not (tmp_path / "calls-2.jsonl.reports").exists()
 
 
 def test_an_unknown_part_is_refused(tmp_path):
