@@ -138,7 +138,8 @@ launch() {  # out-name, then run options: the run resumed from what this or an e
     3) echo "$(date -u +%FT%TZ) end $name (some selector failed: its row has the error)" >> "$RUNS/times.log" ;;
     124) echo "$(date -u +%FT%TZ) stopped $name (STUDY_UNTIL)" >> "$RUNS/times.log" ;;
     130) echo "$(date -u +%FT%TZ) stopped $name (interrupted)" >> "$RUNS/times.log" ;;
-    *) echo "$(date -u +%FT%TZ) failed $name (exit $status, $RUNS/$name.log)" >> "$RUNS/times.log"; exit "$status" ;;
+    *) echo "$(date -u +%FT%TZ) failed $name (exit $status, $RUNS/$name.log)" >> "$RUNS/times.log"
+       publish; exit "$status" ;;  # what this and earlier runs finished is kept (e.g. a hung engine killed)
   esac
 }
 

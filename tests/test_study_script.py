@@ -127,6 +127,9 @@ def test_a_run_that_errors_stops_the_study(tmp_path):
         _study(tmp_path, "1", "rq1-wmt19:0,1", "publish", EXIT="2")
     assert failed.value.returncode == 2
     assert "failed rq1-wmt19-seed0 (exit 2" in (tmp_path / "runs-1" / "times.log").read_text()
+    # it is published before the script stops: its finished cells in partial/, the failure in the study's log
+    assert (tmp_path / "study" / "partial" / "rq1-wmt19-seed0" / "records.jsonl").exists()
+    assert "failed rq1-wmt19-seed0 (exit 2" in (tmp_path / "study" / "times.log").read_text()
 
 
 def test_study_until_skips_a_run_whose_long_fit_cannot_end_in_time_and_starts_a_shorter_one(tmp_path):
