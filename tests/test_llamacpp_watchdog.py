@@ -20,6 +20,11 @@ ENGINES = {  # each reads one request first
     "computing": "import sys, time; sys.stdin.readline()\nt = time.process_time()\n"
                  "while time.process_time() - t < 3.0: pass\n" + ANSWER,
     "prompt": "import sys; sys.stdin.readline()\n" + ANSWER,
+    # a heartbeat and the answer in one write, then idle waiting for the next request (2026-11-25: a client
+    # that read the heartbeat with readline() left the answer in its buffer and killed the waiting engine as hung)
+    "beat+answer": "import json, sys, time; sys.stdin.readline()\n"
+                   "sys.stdout.write(json.dumps({'beat': True}) + '\\n' + json.dumps({'rows': [{'text': 'ok'}]}) + '\\n')\n"
+                   "sys.stdout.flush(); time.sleep(60)",
     "aborting": "import os, sys, time; sys.stdin.readline(); sys.stdout.close(); os.close(1); time.sleep(1); "
                 "os.abort()",
 }
@@ -31,6 +36,7 @@ def backend_on(kind: str, timeout_s: float) -> LlamaCppBackend:
     backend.proc = subprocess.Popen([sys.executable, "-c", ENGINES[kind]], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=backend._log)
     backend.timeout_s = timeout_s
+    backend._unread = b""
     return backend
 
 
@@ -40,6 +46,15 @@ def test_an_idle_silent_engine_is_killed_as_hung():
     with pytest.raises(LLMError, match=r"killed by SIGKILL \(signal 9\).*1 s, idle: hung.*--resume"):
         backend._request("generate_with_prefix")
     assert time.monotonic() - start < 10 and proc.returncode == -signal.SIGKILL and backend.proc is None
+
+
+def test_an_answer_that_arrives_with_a_heartbeat_is_read_not_waited_for():
+    backend = backend_on("beat+answer", timeout_s=1.0)
+    start = time.monotonic()
+    assert backend._request("generate_with_prefix") == [{"text": "ok"}]
+    assert time.monotonic() - start < 1.0 and backend.proc.poll() is None  # the engine is alive, not killed
+    backend.proc.kill()
+    backend.close()
 
 
 def test_an_engine_computing_without_a_word_is_waited_for():
@@ -71,7 +86,7 @@ CLIENT = """
 import subprocess, sys, tempfile
 from bench.llm.llamacpp import LlamaCppBackend
 b = object.__new__(LlamaCppBackend)
-b._log, b.timeout_s = tempfile.TemporaryFile(), 1.0
+b._log, b.timeout_s, b._unread = tempfile.TemporaryFile(), 1.0, b""
 b.proc = subprocess.Popen([sys.executable, "-c", sys.argv[1]], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 print(b.proc.pid, flush=True)
 print(b._request("generate_with_prefix"), flush=True)

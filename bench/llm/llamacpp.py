@@ -121,6 +121,7 @@ class LlamaCppBackend(Backend):
         self.proc: subprocess.Popen | None = None
         self._template = None
         self._log = None
+        self._unread = b""  # what the engine sent past the last whole line read
 
     # ---- the engine process ---------------------------------------------------------------------
     def warm(self) -> None:
@@ -134,6 +135,7 @@ class LlamaCppBackend(Backend):
         self._log = tempfile.TemporaryFile()  # a file, not a pipe: a full pipe would block the engine
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
                                      env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self._unread = b""
         atexit.register(self.close)
         self._template = self._receive(self.startup_timeout_s, "starting")
 
@@ -184,11 +186,11 @@ class LlamaCppBackend(Backend):
         """The engine's next answer, skipping heartbeats; dead, or silent and idle for timeout_s -> LLMError.
         Silence alone is not a hang: an engine paused on purpose (SIGSTOP) or starved of the CPU by another job
         is waited for, up to SILENT_LIMIT timeouts in a row while it keeps computing."""
-        out = self.proc.stdout
+        fd = self.proc.stdout.fileno()  # read raw: lines already read into a buffer are invisible to select()
         deadline = time.monotonic() + timeout_s
         silent_windows, cpu, was_paused = 0, engine_cpu_seconds(self.proc.pid), False
         while True:
-            ready, _, _ = select.select([out], [], [], max(0.0, deadline - time.monotonic()))
+            ready = b"\n" in self._unread or select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]
             if not ready:
                 state, now_cpu = engine_state(self.proc.pid), engine_cpu_seconds(self.proc.pid)
                 # a window in which either side was stopped (SIGSTOP: the engine seen so, or this process
@@ -202,9 +204,13 @@ class LlamaCppBackend(Backend):
                 why = "computing without a word" if working else "idle"
                 raise self._fail(f"{what} (no word from it for {silent_windows * timeout_s:.0f} s, {why}: hung)",
                                  grace_s=0.0)
-            line = out.readline()
-            if not line:
-                raise self._fail(what)
+            if b"\n" not in self._unread:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    raise self._fail(what)
+                self._unread += chunk
+                continue
+            line, _, self._unread = self._unread.partition(b"\n")
             message = json.loads(line)
             if message.get("beat"):
                 deadline, silent_windows, cpu = time.monotonic() + timeout_s, 0, engine_cpu_seconds(self.proc.pid)
