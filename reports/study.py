@@ -73,11 +73,22 @@ def score_rows(loaded: dict[Path, dict], baseline: str | None = None) -> list[di
     from reports import tables
 
     cells: dict[tuple[str, str, str], list[tuple[dict, object, str]]] = {}
+    measured, replayed = {}, {}  # a replayed fit's calls are those of the fit it repeats (as convergence_rows)
+    for folder, results in loaded.items():
+        calls = {(r["method"], r["task"]): r["llm_calls"]["selection"] for r in results["runs"]}
+        for (method, task), fit in read_fits(folder / "fits.jsonl").items():
+            if fit.selection_key and fit.reused_from:
+                replayed[(folder, method, task)] = fit.selection_key
+            elif fit.selection_key and (method, task) in calls:
+                measured[fit.selection_key] = calls[(method, task)]
     for folder, results in loaded.items():
         base = tables.pick_baseline(results["runs"], baseline)
         tests = tables.significance(read_records(folder / "records.jsonl"), base) if base else {}
         for row in results["runs"]:
             key = (row["task"], study_part(folder.name, row["task"]), row["method"])
+            source = measured.get(replayed.get((folder, row["method"], row["task"])))
+            if source is not None:
+                row = {**row, "llm_calls": {**row["llm_calls"], "selection": source}}
             cells.setdefault(key, []).append((row, tests.get((row["method"], row["task"])), base))
     out = []
     for (task, part, method), entries in cells.items():

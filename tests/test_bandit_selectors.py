@@ -220,5 +220,9 @@ def test_a_fit_replayed_in_another_part_counts_the_measured_fit_in_both_parts(tm
     for field in ("selection_calls", "rounds", "pulls", "stopped_by"):
         assert by_part["other"][field] == by_part["rq1"][field]
     assert by_part["other"]["replayed_from"] == "rq1-seed0" and by_part["rq1"]["replayed_from"] == ""
-    assert "count that fit's calls and time: `other-seed0` (case-static, from `rq1-seed0`)" in (
-        study / "report.md").read_text()
+    md = (study / "report.md").read_text()
+    assert "count that fit's calls and time: `other-seed0` (case-static, from `rq1-seed0`)" in md
+    # and so does its row of the scores table (its own run made no selection call)
+    scores = md.split("## Scores")[1].split("## ")[0]
+    row = next(line for line in scores.splitlines() if "| other " in line)
+    assert row.rstrip().rstrip("|").split("|")[-1].strip() == str(by_part["rq1"]["selection_calls"])
