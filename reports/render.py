@@ -78,14 +78,11 @@ def render(out: Path, baseline: str | None = None, prices: PriceTable | None = N
             mcnemar_holm.update(holm({k: tt.mcnemar_p for k, tt in tests.items() if k[1] == task
                                       and tt.mcnemar_p is not None}))
 
-        def fmt_p(p):
-            return "n/a" if p is None or p != p else f"{p:.4f}"
-
         def fmt_x100(value):
             return "n/a" if value != value else f"{100 * value:.2f}"
 
-        rows = [[m, t, tt.n, f"{100 * tt.mean_diff:+.2f}", f"{tt.t:.3f}", fmt_p(tt.p), fmt_p(tt.p_holm),
-                 fmt_p(tt.mcnemar_p), fmt_p(mcnemar_holm.get((m, t))),
+        rows = [[m, t, tt.n, f"{100 * tt.mean_diff:+.2f}", f"{tt.t:.3f}", tables.fmt_p(tt.p), tables.fmt_p(tt.p_holm),
+                 tables.fmt_p(tt.mcnemar_p), tables.fmt_p(mcnemar_holm.get((m, t))),
                  fmt_x100(tt.sd_diff), fmt_x100(tt.mdd)] for (m, t), tt in sorted(tests.items())]
         from tabulate import tabulate
 

@@ -138,7 +138,8 @@ def _task_header(task: str, runs: list[dict]) -> str:
     return f"{task} ({label})"
 
 
-def _p(value: float | None) -> str:
+def fmt_p(value: float | None) -> str:
+    """A p-value as the reports print it (n/a when there is no test)."""
     return "n/a" if value is None or value != value else f"{value:.4f}"
 
 
@@ -161,7 +162,7 @@ def secondary_table(runs: list[dict], records: list[ItemRecord], baseline: str |
             interval = f" [{100 * low:.2f}, {100 * high:.2f}]" if low is not None else ""
             test = tests.get(key)
             vs = (["baseline", "", "", ""] if run["method"] == baseline else ["", "", "", ""] if test is None else
-                  [f"{100 * test.mean_diff:+.2f}", _p(test.p), _p(test.p_holm),
+                  [f"{100 * test.mean_diff:+.2f}", fmt_p(test.p), fmt_p(test.p_holm),
                    "n/a" if test.mdd != test.mdd else f"{100 * test.mdd:.2f}"])
             rows.append([run["method"], run["task"], metric, f"{100 * np.mean(values[key]):.2f}{interval}", *vs])
     if not rows:
