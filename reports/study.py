@@ -39,14 +39,32 @@ def study_part(folder: str, task: str) -> str:
     return re.sub(r"-seed\d+$", "", folder).replace(f"-{task}", "") or folder
 
 
-def convergence_rows(loaded: dict[Path, dict]) -> list[dict]:
+def replay_sources(loaded: dict[Path, dict], fits: dict[Path, dict]) -> dict[tuple[Path, str, str], tuple[str, int, float]]:
+    """(run, method, task) of each replayed fit -> (folder name, selection calls, selection seconds) of the measured
+    fit it repeats (the same selection key): a replayed fit costs what that fit cost."""
+    measured, replayed = {}, {}
+    for run, results in loaded.items():
+        calls = {(r["method"], r["task"]): r["llm_calls"]["selection"] for r in results["runs"]}
+        for (method, task), fit in fits[run].items():
+            if not fit.selection_key:
+                continue
+            if fit.reused_from:
+                replayed[(run, method, task)] = fit.selection_key
+            else:
+                measured[fit.selection_key] = (run.name, calls.get((method, task), fit.selection_calls),
+                                               fit.selection_seconds)
+    return {where: measured[key] for where, key in replayed.items() if key in measured}
+
+
+def convergence_rows(loaded: dict[Path, dict], fits: dict[Path, dict]) -> list[dict]:
     """One row per bandit fit (a fit whose trace ends in a summary): calls, rounds, pulls, stop reason, time.
-    `loaded`: run folder -> its results."""
+    `loaded`: run folder -> its results; `fits`: run folder -> its fits (bench.records.read_fits)."""
     rows, replayed = [], []
+    sources = replay_sources(loaded, fits)
     for folder, results in loaded.items():
         seed = results.get("config", {}).get("seed")
         calls = {(r["method"], r["task"]): r["llm_calls"]["selection"] for r in results["runs"]}
-        for (method, task), fit in read_fits(folder / "fits.jsonl").items():
+        for (method, task), fit in fits[folder].items():
             summary = next((r for r in fit.trace if r.get("summary") and "rounds" in r), None)
             if summary is None:
                 continue
@@ -55,40 +73,31 @@ def convergence_rows(loaded: dict[Path, dict]) -> list[dict]:
                    "rounds": summary["rounds"], "pulls": summary["pulls"], "stopped_by": summary["stopped_by"],
                    "selection_seconds": round(fit.selection_seconds, 1), "selection_key": fit.selection_key,
                    "replayed_from": ""}
-            (replayed if fit.reused_from else rows).append(row)
-    # a replayed fit is the same fit (the same key) as one another part measured: its part counts that fit's cost
-    measured = {row["selection_key"]: row for row in rows if row["selection_key"]}
-    for row in replayed:
-        source = measured.get(row["selection_key"])
-        if source is not None:
-            rows.append({**row, "selection_calls": source["selection_calls"],
-                         "selection_seconds": source["selection_seconds"], "replayed_from": source["folder"]})
-    return rows
+            if not fit.reused_from:
+                rows.append(row)
+            elif (source := sources.get((folder, method, task))) is not None:
+                # a replayed fit is the same fit as one another part measured: its part counts that fit's cost
+                replayed.append({**row, "selection_calls": source[1], "selection_seconds": round(source[2], 1),
+                                 "replayed_from": source[0]})
+    return rows + replayed
 
 
-def score_rows(loaded: dict[Path, dict], baseline: str | None = None) -> list[dict]:
+def score_rows(loaded: dict[Path, dict], fits: dict[Path, dict], baseline: str | None = None) -> list[dict]:
     """One row per (task, part, method) over seeds: score mean (and sd over seeds, or the 95% interval of a single
     seed), secondary metrics (chrF), selection calls; with one seed, the paired t-test against its run's baseline."""
     from bench.records import read_records
     from reports import tables
 
     cells: dict[tuple[str, str, str], list[tuple[dict, object, str]]] = {}
-    measured, replayed = {}, {}  # a replayed fit's calls are those of the fit it repeats (as convergence_rows)
-    for folder, results in loaded.items():
-        calls = {(r["method"], r["task"]): r["llm_calls"]["selection"] for r in results["runs"]}
-        for (method, task), fit in read_fits(folder / "fits.jsonl").items():
-            if fit.selection_key and fit.reused_from:
-                replayed[(folder, method, task)] = fit.selection_key
-            elif fit.selection_key and (method, task) in calls:
-                measured[fit.selection_key] = calls[(method, task)]
+    sources = replay_sources(loaded, fits)
     for folder, results in loaded.items():
         base = tables.pick_baseline(results["runs"], baseline)
         tests = tables.significance(read_records(folder / "records.jsonl"), base) if base else {}
         for row in results["runs"]:
             key = (row["task"], study_part(folder.name, row["task"]), row["method"])
-            source = measured.get(replayed.get((folder, row["method"], row["task"])))
+            source = sources.get((folder, row["method"], row["task"]))
             if source is not None:
-                row = {**row, "llm_calls": {**row["llm_calls"], "selection": source}}
+                row = {**row, "llm_calls": {**row["llm_calls"], "selection": source[1]}}
             cells.setdefault(key, []).append((row, tests.get((row["method"], row["task"])), base))
     out = []
     for (task, part, method), entries in cells.items():
@@ -163,15 +172,15 @@ def convergence_table(rows: list[dict], fmt: str = "github") -> str:
                     tablefmt=fmt, disable_numparse=True)
 
 
-def convergence_figures(folder: Path, runs: list[Path]) -> dict[str, Path]:
+def convergence_figures(folder: Path, fits: dict[Path, dict]) -> dict[str, Path]:
     """STUDY/convergence_<task>.png: every bandit fit's gap index and simple regret per round, over seeds, one
     style per part and method (the paper's Figure 1 and its appendix figures, with seeds)."""
     from reports.plots import convergence_plot
     from reports.render import bandit_traces
 
     by_task: dict[str, dict[str, list[list[dict]]]] = {}
-    for run in runs:
-        replayed = {(method, task) for (method, task), fit in read_fits(run / "fits.jsonl").items() if fit.reused_from}
+    for run, run_fits in fits.items():
+        replayed = {(method, task) for (method, task), fit in run_fits.items() if fit.reused_from}
         for task, by_method in bandit_traces(run).items():
             for method, trace in by_method.items():
                 if (method, task) not in replayed:
@@ -193,8 +202,9 @@ def write_study_report(folder: Path, baseline: str | None = None) -> Path:
     md = [f"# Study: {folder.name}", "",
           f"Run folders: {', '.join(f'[`{r.name}`]({r.name}/report.md)' for r in runs)}. Each has its own report "
           "(paired tests, power, costs, convergence plots).", ""]
-    loaded = {run: load_results(run) for run in runs}  # each results.json read once
-    scores = score_rows(loaded, baseline)
+    loaded = {run: load_results(run) for run in runs}  # each results.json and fits.jsonl read once
+    fits = {run: read_fits(run / "fits.jsonl") for run in runs}
+    scores = score_rows(loaded, fits, baseline)
     if scores:
         llms = sorted({results.get("llm", "") for results in loaded.values()} - {""})
         md += ["## Scores", "",
@@ -204,7 +214,7 @@ def write_study_report(folder: Path, baseline: str | None = None) -> Path:
                f"p < 0.05, {tables.HOLM_BETTER} / {tables.HOLM_WORSE} after Holm's correction over the run's methods; "
                "* the selector hit its budget. Each run's report has the tests' details and the minimal detectable "
                "differences.", "", scores_table(scores), ""]
-    rows = convergence_rows(loaded)
+    rows = convergence_rows(loaded, fits)
     if rows:
         md += ["## Bandit convergence and LLM calls", "",
                "Per bandit selector and task, over seeds: distinct selection-phase LLM calls (one per validation item "
@@ -218,7 +228,7 @@ def write_study_report(folder: Path, baseline: str | None = None) -> Path:
         if shared:
             md += ["Fits replayed from another part's identical fit (same selector code, parameters, data, seed and "
                    f"selection LLM) count that fit's calls and time: {', '.join(shared)}.", ""]
-        figures = convergence_figures(folder, runs)
+        figures = convergence_figures(folder, fits)
         if figures:
             md += ["Gap index (log scale; dotted: the stopping threshold epsilon) and observed simple regret per round, "
                    "every measured fit of the study, one line per seed (replayed fits are the same lines):", "",
