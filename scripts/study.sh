@@ -36,13 +36,13 @@ mkdir -p "$RUNS"
 # items; measured on 2026-11-25, run.log): short ones first, the certified selectors and case-dynamic's
 # per-query pulls next, UDR's fits last, so a session runs what fits in its time and publish keeps each finished
 # cell (udr@dearicl-data: 100 epochs of two MiniLM encoders on DEARICL's 10 lists, 40 arm texts each: 110 min on
-# 2026-11-25; udr: 3 mining rounds of 10 epochs on 50 lists, 120 optimiser steps in all, about as many;
+# 2026-11-25; udr: 3 mining rounds of 10 epochs on 50 lists, 120 optimiser steps in all: 42 min, fourth session;
 # case-dynamic at 13 pulls a query: 28.5 min, its 200 queries asking 26000 calls of which the cache answered 23070)
 RQ2_CELLS=(zero-shot:2 few-shot:2 lens:26 explora:10 bridge:5 case-static:15 dearicl-static:2 knn:5 mmr:5
   pirank:4 pirank@dearicl-data:3 neuralndcg:4 neuralndcg@dearicl-data:3 listnet:4 listnet@dearicl-data:3
   ndcgloss2pp:4 ndcgloss2pp@dearicl-data:3 neuralndcg-norm:4 neuralndcg-norm@dearicl-data:3
   dearicl-dynamic:3 dearicl-noexplore:5 dearicl-random:5 lucb-static:18 dearicl-pac-static:18
-  dearicl-pac-dynamic:20 case-dynamic:30 udr@dearicl-data:115 udr:120)
+  dearicl-pac-dynamic:20 case-dynamic:30 udr@dearicl-data:115 udr:50)
 RQ2_LONG=15   # a cell of at least this many minutes runs (and is published) on its own
 RQ2_BATCH=30  # short cells are published at least this often (minutes)
 # cells that select per test item (records are written item by item): a cut run keeps its finished items, so they
