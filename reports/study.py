@@ -57,7 +57,8 @@ def replay_sources(loaded: dict[Path, dict], fits: dict[Path, dict]) -> dict[tup
 
 
 def convergence_rows(loaded: dict[Path, dict], fits: dict[Path, dict]) -> list[dict]:
-    """One row per bandit fit (a fit whose trace ends in a summary): calls, rounds, pulls, stop reason, time.
+    """One row per bandit fit (a fit whose trace has a summary with rounds, pulls and a stop reason; UDR's
+    summary counts mining rounds, not pulls, and has none): calls, rounds, pulls, stop reason, time.
     `loaded`: run folder -> its results; `fits`: run folder -> its fits (bench.records.read_fits)."""
     rows, replayed = [], []
     sources = replay_sources(loaded, fits)
@@ -65,7 +66,8 @@ def convergence_rows(loaded: dict[Path, dict], fits: dict[Path, dict]) -> list[d
         seed = results.get("config", {}).get("seed")
         calls = {(r["method"], r["task"]): r["llm_calls"]["selection"] for r in results["runs"]}
         for (method, task), fit in fits[folder].items():
-            summary = next((r for r in fit.trace if r.get("summary") and "rounds" in r), None)
+            summary = next((r for r in fit.trace if r.get("summary") and {"rounds", "pulls", "stopped_by"} <= r.keys()),
+                           None)
             if summary is None:
                 continue
             row = {"folder": folder.name, "part": study_part(folder.name, task), "seed": seed,

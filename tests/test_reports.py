@@ -30,8 +30,8 @@ def test_paired_t_test_degenerate_cases():
     assert math.isnan(same_diff.p) and not same_diff.better()
 
 
-def _make_run(out, scores_by_method, task="gsm8k", selection_calls=None, groups=None, extras=None):
-    """extras: method -> a secondary metric's values, item by item ({"chrf": [...]})."""
+def _make_run(out, scores_by_method, task="gsm8k", selection_calls=None, groups=None, extras=None, traces=None):
+    """extras: method -> a secondary metric's values, item by item ({"chrf": [...]}); traces: method -> its fit's trace."""
     out.mkdir(parents=True, exist_ok=True)
     recs = []
     for method, scores in scores_by_method.items():
@@ -41,7 +41,7 @@ def _make_run(out, scores_by_method, task="gsm8k", selection_calls=None, groups=
     append_jsonl(out / "records.jsonl", recs)
     fits = [{"method": m, "task": task, "level": "task", "selection_seconds": 1.0,
              "selection_calls": (selection_calls or {}).get(m, 0), "budget": None, "budget_exhausted": False,
-             "trace": [], "group": (groups or {}).get(m, "task")} for m in scores_by_method]
+             "trace": (traces or {}).get(m, []), "group": (groups or {}).get(m, "task")} for m in scores_by_method]
     append_jsonl(out / "fits.jsonl", fits)
     (out / "config.json").write_text(json.dumps({"identity": {"tasks": [task]}, "methods": list(scores_by_method)}))
     from reports.results import build_results, write_results
@@ -302,6 +302,22 @@ def test_report_aggregates_seeds_with_mean_sd_and_count(tmp_path, capsys):
     means = [np.mean(good) for good, _ in scores.values()]
     assert f"{100 * np.mean(means):.2f} ± {100 * np.std(means, ddof=1):.2f} (3)" in knn
     assert "fake (3 seeds): gsm8k" in text
+
+
+def test_study_convergence_table_has_the_bandit_fits_and_not_a_fit_whose_summary_counts_other_rounds(tmp_path):
+    from bench.cli import main
+
+    scores = np.linspace(0.5, 0.7, 10)
+    bandit = [{"round": 1, "gap_index": 0.5}, {"summary": True, "rounds": 4, "pulls": 9, "stopped_by": "gap"}]
+    udr = [{"summary": True, "rounds": 3, "epochs": 10, "queries_scored": 50}]  # mining rounds, no pulls
+    study = tmp_path / "study"
+    _make_run(study / "rq2-wmt19-seed0", {"case-static": scores, "udr": scores}, task="wmt19",
+              selection_calls={"case-static": 90, "udr": 2573}, traces={"case-static": bandit, "udr": udr})
+    assert main(["report", str(study)]) == 0
+    convergence = (study / "report.md").read_text().split("## Bandit convergence")[1].split("## ")[0]
+    rows = [line for line in convergence.splitlines() if line.startswith("| rq2")]
+    assert len(rows) == 1 and "case-static" in rows[0] and "| 90 " in rows[0] and "| gap" in rows[0]
+    assert [row["method"] for row in json.loads((study / "results.json").read_text())["convergence"]] == ["case-static"]
 
 
 def test_study_scores_table_has_a_row_per_task_part_and_method_with_the_runs_own_test(tmp_path):
