@@ -246,7 +246,10 @@ publish() {  # results, not caches: records, fits, results, reports and plots of
   # every session's start and end lines, kept in time order (runs/ starts empty in a new session)
   cat "$STUDY/times.log" "$RUNS/times.log" 2>/dev/null | sort -u > "$RUNS/times.merged" || true
   mv "$RUNS/times.merged" "$STUDY/times.log"
-  "$PY" -m bench report "$STUDY" > /dev/null
+  # a report that fails to render loses nothing: the runs are published (and committed) and the study goes on
+  if ! "$PY" -m bench report "$STUDY" > "$RUNS/report.log" 2>&1; then
+    echo "$(date -u +%FT%TZ) report failed (runs published; $RUNS/report.log)" | tee -a "$RUNS/times.log" >&2
+  fi
   if [[ -n ${STUDY_COMMIT:-} ]]; then  # a session can end at any moment: what is published is committed at once
     git -C "$STUDY" add -A . && { git -C "$STUDY" diff --cached --quiet -- . ||
       git -C "$STUDY" commit -q -m "Study: published $(grep -E ' (end|stopped) ' "$STUDY/times.log" | tail -n 1)" -- .; }

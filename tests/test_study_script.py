@@ -19,7 +19,7 @@ args = sys.argv[3:]
 if args[:1] == ["report"]:
     with open(os.environ["CALLS"] + ".reports", "a") as rendered:  # beside the study: a re-render changes nothing
         rendered.write(args[1] + "\\n")
-    sys.exit(0)
+    sys.exit(int(os.environ.get("REPORT_EXIT", "0")))
 out = Path(args[args.index("--out") + 1])
 with open(os.environ["CALLS"], "a") as log:
     log.write(json.dumps({{"args": args, "held": sorted(p.name for p in out.glob("*")),
@@ -89,6 +89,13 @@ def test_each_finished_run_is_published_before_the_next_starts(tmp_path):
     assert (tmp_path / "study" / "rq1-wmt19-seed1" / "results.json").exists()
     # a run that does not start (done already) publishes nothing
     assert _study(tmp_path, "2", "rq1-wmt19:0") == [] and not (tmp_path / "calls-2.jsonl.reports").exists()
+
+
+def test_a_report_that_fails_to_render_neither_stops_the_study_nor_loses_a_run(tmp_path):
+    first, second = _study(tmp_path, "1", "rq1-wmt19:0,1", finish=True, REPORT_EXIT="1")
+    assert "rq1-wmt19-seed0" in second["published"]  # published, and the next run started
+    assert all((tmp_path / "study" / f"rq1-wmt19-seed{seed}" / "results.json").exists() for seed in (0, 1))
+    assert (tmp_path / "runs-1" / "times.log").read_text().count("report failed (runs published") == 2
 
 
 def test_an_unknown_part_is_refused(tmp_path):
