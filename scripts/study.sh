@@ -251,9 +251,16 @@ publish() {  # results, not caches: records, fits, results, reports and plots of
     echo "$(date -u +%FT%TZ) report failed (runs published; $RUNS/report.log)" | tee -a "$RUNS/times.log" >&2
   fi
   if [[ -n ${STUDY_COMMIT:-} ]]; then  # a session can end at any moment: what is published is committed at once
-    git -C "$STUDY" add -A . && { git -C "$STUDY" diff --cached --quiet -- . ||
-      git -C "$STUDY" commit -q -m "Study: published $(grep -E ' (end|stopped) ' "$STUDY/times.log" | tail -n 1)" -- .; }
+    local message
+    message="Study: published $(grep -E ' (end|stopped) ' "$STUDY/times.log" | tail -n 1)"
+    # a commit made beside the study holds git's lock for a moment: retry once, then go on (the next publish commits it)
+    commit_study "$message" 2> /dev/null || { sleep 5; commit_study "$message"; } ||
+      echo "$(date -u +%FT%TZ) commit failed (published, not committed)" | tee -a "$RUNS/times.log" >&2
   fi
+}
+
+commit_study() {  # message: commit the study folder and nothing else; no empty commit
+  git -C "$STUDY" add -A . && { git -C "$STUDY" diff --cached --quiet -- . || git -C "$STUDY" commit -q -m "$1" -- .; }
 }
 
 main() {

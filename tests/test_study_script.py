@@ -225,6 +225,24 @@ def test_study_commit_commits_what_publish_wrote_and_nothing_else(tmp_path):
     assert subprocess.run([*git, "rev-list", "--count", "HEAD"], capture_output=True, text=True).stdout.strip() == "1"
 
 
+def test_a_commit_that_git_refuses_is_logged_and_the_study_goes_on_to_commit_it_later(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.org", "STUDY": str(repo / "study"), "STUDY_COMMIT": "1"}
+    lock = repo / ".git" / "index.lock"
+    lock.write_text("")  # another git command holds the index for the whole run
+    first, second = _study(tmp_path, "1", "rq1-wmt19:0,1", finish=True, **env)
+    assert "rq1-wmt19-seed0" in second["published"]  # the next run started after the failed commit
+    assert (tmp_path / "runs-1" / "times.log").read_text().count("commit failed (published, not committed)") == 2
+    lock.unlink()
+    _study(tmp_path, "2", "publish", **env)  # the next publish commits what was published
+    files = subprocess.run([*git, "log", "--name-only", "--format="], capture_output=True, text=True).stdout
+    assert "study/rq1-wmt19-seed1/results.json" in files and "study/rq1-wmt19-seed0/results.json" in files
+
+
 def test_a_call_log_over_5_mb_is_published_gzipped_read_back_whole_and_unpacked_to_resume(tmp_path):
     from bench.llm.calllog import read_calls
 
