@@ -56,12 +56,12 @@ def replay_sources(loaded: dict[Path, dict], fits: dict[Path, dict]) -> dict[tup
     return {where: measured[key] for where, key in replayed.items() if key in measured}
 
 
-def convergence_rows(loaded: dict[Path, dict], fits: dict[Path, dict]) -> list[dict]:
+def convergence_rows(loaded: dict[Path, dict], fits: dict[Path, dict], sources: dict) -> list[dict]:
     """One row per bandit fit (a fit whose trace has a summary with rounds, pulls and a stop reason; UDR's
     summary counts mining rounds, not pulls, and has none): calls, rounds, pulls, stop reason, time.
-    `loaded`: run folder -> its results; `fits`: run folder -> its fits (bench.records.read_fits)."""
+    `loaded`: run folder -> its results; `fits`: run folder -> its fits (bench.records.read_fits); `sources`:
+    replay_sources(loaded, fits)."""
     rows, replayed = [], []
-    sources = replay_sources(loaded, fits)
     for folder, results in loaded.items():
         seed = results.get("config", {}).get("seed")
         calls = {(r["method"], r["task"]): r["llm_calls"]["selection"] for r in results["runs"]}
@@ -84,14 +84,13 @@ def convergence_rows(loaded: dict[Path, dict], fits: dict[Path, dict]) -> list[d
     return rows + replayed
 
 
-def score_rows(loaded: dict[Path, dict], fits: dict[Path, dict], baseline: str | None = None) -> list[dict]:
+def score_rows(loaded: dict[Path, dict], sources: dict, baseline: str | None = None) -> list[dict]:
     """One row per (task, part, method) over seeds: score mean (and sd over seeds, or the 95% interval of a single
     seed), secondary metrics (chrF), selection calls; with one seed, the paired t-test against its run's baseline."""
     from bench.records import read_records
     from reports import tables
 
     cells: dict[tuple[str, str, str], list[tuple[dict, object, str]]] = {}
-    sources = replay_sources(loaded, fits)
     for folder, results in loaded.items():
         base = tables.pick_baseline(results["runs"], baseline)
         tests = tables.significance(read_records(folder / "records.jsonl"), base) if base else {}
@@ -206,7 +205,8 @@ def write_study_report(folder: Path, baseline: str | None = None) -> Path:
           "(paired tests, power, costs, convergence plots).", ""]
     loaded = {run: load_results(run) for run in runs}  # each results.json and fits.jsonl read once
     fits = {run: read_fits(run / "fits.jsonl") for run in runs}
-    scores = score_rows(loaded, fits, baseline)
+    sources = replay_sources(loaded, fits)  # a replayed fit's cost: the fit it repeats
+    scores = score_rows(loaded, sources, baseline)
     if scores:
         llms = sorted({results.get("llm", "") for results in loaded.values()} - {""})
         md += ["## Scores", "",
@@ -216,7 +216,7 @@ def write_study_report(folder: Path, baseline: str | None = None) -> Path:
                f"p < 0.05, {tables.HOLM_BETTER} / {tables.HOLM_WORSE} after Holm's correction over the run's methods; "
                "* the selector hit its budget. Each run's report has the tests' details and the minimal detectable "
                "differences.", "", scores_table(scores), ""]
-    rows = convergence_rows(loaded, fits)
+    rows = convergence_rows(loaded, fits, sources)
     if rows:
         md += ["## Bandit convergence and LLM calls", "",
                "Per bandit selector and task, over seeds: distinct selection-phase LLM calls (one per validation item "
