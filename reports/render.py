@@ -13,7 +13,6 @@ from reports.exemplars import exemplar_table
 from reports import tables
 from reports.plots import accuracy_vs_calls, convergence_plot, selection_runtime_chart
 from reports.results import load_results
-from reports.stats import holm
 
 SMOKE_NOTE = ("Runs with the embedded Gemma 3 270M model are small-model numbers: real, computed end to end, "
               "but not comparable with the paper's numbers (Llama 3.2 3B and larger).")
@@ -39,8 +38,9 @@ def render(out: Path, baseline: str | None = None, prices: PriceTable | None = N
     if "gemma3-270m" in str(results.get("llm", "")):
         md += [f"> {SMOKE_NOTE}", ""]
     md += ["## Accuracy", "",
-           f"Scores ×100. {tables.DAGGER}: better than `{base}` in a paired t-test (scipy `ttest_rel`, two-sided, "
-           f"p < 0.05); {tables.HOLM_BETTER}: better, and it survives Holm's correction over the methods compared "
+           f"Scores ×100. {tables.DAGGER}: better than `{base}` in a paired test (two-sided, p < 0.05: scipy's `ttest_rel`, "
+           "or for 0/1 scores such as exact match the exact McNemar test, since a t-test on 0/1 differences is "
+           "anti-conservative when few items differ); {tables.HOLM_BETTER}: better, and it survives Holm's correction over the methods compared "
            f"with `{base}` on that task; {tables.WORSE} / {tables.HOLM_WORSE}: worse, likewise; *: the selector hit "
            "`--llm-budget` and used what it had.", "", tables.accuracy_table(runs, tests), ""]
     ablation = tables.data_ablation_table(runs, tests)
@@ -69,20 +69,15 @@ def render(out: Path, baseline: str | None = None, prices: PriceTable | None = N
     if tests:
         md += ["## Paired tests", "", f"Against `{base}`: paired t-test p, Holm-adjusted over the methods of each "
                "task; for exact-match tasks also the exact McNemar test on the items where exactly one of the two "
-               "is right (Holm-adjusted likewise). MDD: the minimal detectable difference, the smallest true "
+               "is right (Holm-adjusted likewise), which then decides the tables' marks. MDD: the minimal detectable difference, the smallest true "
                "difference (×100) the paired t-test at p < 0.05 (before Holm) finds with 80% power, from n and the sd "
                "of the differences (noncentral t): a difference that is not significant is probably smaller than the "
                "MDD, not shown to be zero.", ""]
-        mcnemar_holm = {}
-        for task in {t for _, t in tests}:
-            mcnemar_holm.update(holm({k: tt.mcnemar_p for k, tt in tests.items() if k[1] == task
-                                      and tt.mcnemar_p is not None}))
-
         def fmt_x100(value):
             return "n/a" if value != value else f"{100 * value:.2f}"
 
         rows = [[m, t, tt.n, f"{100 * tt.mean_diff:+.2f}", f"{tt.t:.3f}", tables.fmt_p(tt.p), tables.fmt_p(tt.p_holm),
-                 tables.fmt_p(tt.mcnemar_p), tables.fmt_p(mcnemar_holm.get((m, t))),
+                 tables.fmt_p(tt.mcnemar_p), tables.fmt_p(tt.mcnemar_holm if tt.mcnemar_p is not None else None),
                  fmt_x100(tt.sd_diff), fmt_x100(tt.mdd)] for (m, t), tt in sorted(tests.items())]
         from tabulate import tabulate
 

@@ -37,6 +37,7 @@ class PairedTTest:
     p: float
     p_holm: float = math.nan  # Holm-adjusted over the methods compared with the same baseline on the task
     mcnemar_p: float | None = None  # exact McNemar test, for 0/1 scores only
+    mcnemar_holm: float = math.nan  # the McNemar p, Holm-adjusted like p_holm
     sd_diff: float = math.nan  # standard deviation of the paired differences
     mdd: float = math.nan  # minimal detectable difference: see min_detectable_difference
 
@@ -55,12 +56,20 @@ class PairedTTest:
         return cls(n=len(common), mean_diff=float((a - b).mean()), t=float(res.statistic), p=float(res.pvalue),
                    mcnemar_p=mcnemar_exact(a, b), sd_diff=sd, mdd=min_detectable_difference(sd, len(common)))
 
+    def deciding_p(self, corrected: bool = False) -> float:
+        """The p-value a verdict rests on: the exact McNemar test for 0/1 scores (a t-test on 0/1 differences
+        is anti-conservative when few items differ, e.g. p 0.044 for 4 wins and no loss, McNemar 0.125), else
+        the t-test."""
+        if self.mcnemar_p is not None:
+            return self.mcnemar_holm if corrected else self.mcnemar_p
+        return self.p_holm if corrected else self.p
+
     def better(self, alpha: float = 0.05, corrected: bool = False) -> bool:
-        p = self.p_holm if corrected else self.p
+        p = self.deciding_p(corrected)
         return not math.isnan(p) and p < alpha and self.mean_diff > 0
 
     def worse(self, alpha: float = 0.05, corrected: bool = False) -> bool:
-        p = self.p_holm if corrected else self.p
+        p = self.deciding_p(corrected)
         return not math.isnan(p) and p < alpha and self.mean_diff < 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import re
 import statistics
 from pathlib import Path
@@ -134,8 +135,9 @@ def scores_table(rows: list[dict], fmt: str = "github") -> str:
         else:
             score, spread = x100(r["scores"]), ""  # mean ± sd over the seeds
         test = r["test"]
-        versus = ("baseline" if r["method"] == r["baseline"] else "" if test is None or test.p != test.p else
-                  f"{100 * test.mean_diff:+.2f} (p {test.p_holm:.3f})")
+        p_holm = math.nan if test is None else test.deciding_p(corrected=True)  # McNemar's for 0/1 scores
+        versus = ("baseline" if r["method"] == r["baseline"] else "" if p_holm != p_holm else
+                  f"{100 * test.mean_diff:+.2f} (p {p_holm:.3f})")
         extra = ", ".join(f"{name} {x100(values)}" for name, values in r["extra"].items() if values)
         table.append([r["task"], r["part"], r["method"], f"{r['seeds']}" + (f" ({r['failed']} failed)" if r["failed"]
                      else ""), r["n"], r["metric"], score, spread, versus, extra,
@@ -212,7 +214,8 @@ def write_study_report(folder: Path, baseline: str | None = None) -> Path:
         md += ["## Scores", "",
                f"Every (task, part, method) of the study, over its seeds (inference LLM: {', '.join(llms)}). Score ×100: "
                "the mean over seeds ± their sd, or with one seed the score and its 95% bootstrap interval over the test "
-               f"items. With one seed, the paired t-test against that run's baseline: {tables.DAGGER} / {tables.WORSE} "
+               f"items. With one seed, the paired test against that run's baseline (t-test; exact McNemar for "
+               f"exact match): {tables.DAGGER} / {tables.WORSE} "
                f"p < 0.05, {tables.HOLM_BETTER} / {tables.HOLM_WORSE} after Holm's correction over the run's methods; "
                "* the selector hit its budget. Each run's report has the tests' details and the minimal detectable "
                "differences.", "", scores_table(scores), ""]

@@ -1,6 +1,7 @@
 """The paper's table shapes (accuracy, LLM calls, inference time) as Markdown and LaTeX (tabulate)."""
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import replace
 
@@ -10,7 +11,7 @@ from tabulate import tabulate
 from bench.records import ItemRecord
 from reports.stats import PairedTTest, bootstrap_ci, holm
 
-DAGGER, WORSE = "†", "↓"  # paired t-test, p < 0.05
+DAGGER, WORSE = "†", "↓"  # paired test, p < 0.05 (t-test; exact McNemar for 0/1 scores)
 HOLM_BETTER, HOLM_WORSE = "‡", "⇓"  # the same, and it survives Holm's correction over the methods on the task
 
 
@@ -32,8 +33,8 @@ def pick_baseline(runs: list[dict], requested: str | None) -> str | None:
 
 
 def significance(records: list[ItemRecord], baseline: str, metric: str | None = None) -> dict[tuple[str, str], PairedTTest]:
-    """Paired t-tests of every method against `baseline`, per task, on the primary score or on a secondary
-    `metric` of the records' extra (chrF); Holm over the methods of each task."""
+    """Paired t-tests (and exact McNemar tests for 0/1 scores) of every method against `baseline`, per task, on
+    the primary score or on a secondary `metric` of the records' extra (chrF); Holm over the methods of each task."""
     per: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
     for rec in records:
         value = rec.score if metric is None else rec.extra.get(metric)
@@ -44,9 +45,11 @@ def significance(records: list[ItemRecord], baseline: str, metric: str | None = 
         if method != baseline and (baseline, task) in per:
             tests[(method, task)] = PairedTTest.of(scores, per[(baseline, task)])
     for task in {t for _, t in tests}:  # one family per task: every method compared with the baseline there
-        family = {key: test.p for key, test in tests.items() if key[1] == task}
-        for key, p_holm in holm(family).items():
-            tests[key] = replace(tests[key], p_holm=p_holm)
+        family = {key: test for key, test in tests.items() if key[1] == task}
+        t_holm = holm({key: test.p for key, test in family.items()})
+        mcnemar_holm = holm({key: test.mcnemar_p for key, test in family.items() if test.mcnemar_p is not None})
+        for key in family:
+            tests[key] = replace(tests[key], p_holm=t_holm[key], mcnemar_holm=mcnemar_holm.get(key, math.nan))
     return tests
 
 

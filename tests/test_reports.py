@@ -134,6 +134,23 @@ def test_holm_and_mcnemar_by_hand():
     assert mcnemar_exact(a, a) == 1.0 and mcnemar_exact(a * 0.5, b) is None
 
 
+def test_exact_match_marks_rest_on_mcnemar_not_the_t_test(tmp_path):
+    # 4 items only the method gets right, none only the baseline: t-test p 0.044 but exact McNemar 2 / 16 = 0.125
+    baseline, lucky = np.zeros(50), np.zeros(50)
+    lucky[:4] = 1
+    test = PairedTTest.of(dict(enumerate(lucky)), dict(enumerate(baseline)))
+    assert test.p < 0.05 and test.mcnemar_p == pytest.approx(0.125)
+    assert not test.better() and test.deciding_p() == pytest.approx(0.125)
+    strong = np.zeros(50)
+    strong[:12] = 1  # 12 wins, no loss: McNemar p = 2 / 4096
+    assert PairedTTest.of(dict(enumerate(strong)), dict(enumerate(baseline))).better()
+    _make_run(tmp_path, {"zero-shot": baseline, "lucky": lucky, "strong": strong})
+    write_report(tmp_path, baseline="zero-shot")
+    accuracy = (tmp_path / "report.md").read_text().split("## Accuracy")[1].split("##")[0]
+    rows = {line.split("|")[1].strip(): line for line in accuracy.splitlines() if line.startswith("| ")}
+    assert not any(mark in rows["lucky"] for mark in "†‡") and "‡" in rows["strong"]
+
+
 def test_a_mark_that_does_not_survive_holm_stays_a_dagger(tmp_path):
     rng = np.random.default_rng(3)
     base = rng.uniform(0.3, 0.5, 40)
