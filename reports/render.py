@@ -40,7 +40,7 @@ def render(out: Path, baseline: str | None = None, prices: PriceTable | None = N
     md += ["## Accuracy", "",
            f"Scores ×100. {tables.DAGGER}: better than `{base}` in a paired test (two-sided, p < 0.05: scipy's `ttest_rel`, "
            "or for 0/1 scores such as exact match the exact McNemar test, since a t-test on 0/1 differences is "
-           "anti-conservative when few items differ); {tables.HOLM_BETTER}: better, and it survives Holm's correction over the methods compared "
+           f"anti-conservative when few items differ); {tables.HOLM_BETTER}: better, and it survives Holm's correction over the methods compared "
            f"with `{base}` on that task; {tables.WORSE} / {tables.HOLM_WORSE}: worse, likewise; *: the selector hit "
            "`--llm-budget` and used what it had.", "", tables.accuracy_table(runs, tests), ""]
     ablation = tables.data_ablation_table(runs, tests)

@@ -149,6 +149,7 @@ def test_exact_match_marks_rest_on_mcnemar_not_the_t_test(tmp_path):
     accuracy = (tmp_path / "report.md").read_text().split("## Accuracy")[1].split("##")[0]
     rows = {line.split("|")[1].strip(): line for line in accuracy.splitlines() if line.startswith("| ")}
     assert not any(mark in rows["lucky"] for mark in "†‡") and "‡" in rows["strong"]
+    assert "{" not in (tmp_path / "report.md").read_text().split("## Accuracy")[1].split("\n\n")[1]  # caption filled in
 
 
 def test_a_mark_that_does_not_survive_holm_stays_a_dagger(tmp_path):
