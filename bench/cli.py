@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bench.errors import BenchError, ConfigError
 from bench.options import HelpFormatter, default_data_dir
+from bench.tasks.base import CALIBRATIONS, REWARDS, SCORINGS
 
 SUBCOMMANDS = {  # name -> what it does, for `python -m bench --help`
     "run": "run selectors on tasks with an LLM (the default: `python -m bench --methods ...` is a run)",
@@ -85,7 +86,21 @@ def run_parser() -> argparse.ArgumentParser:
                    help="run just these of --methods now, in this order (expanded names such as "
                         "pirank@dearicl-data); the run's method list, budgets and identity stay those of --methods, "
                         "so a later --resume runs the rest")
-    p.add_argument("--tasks", type=_csv, default=_csv(ALL_TASKS), help=f"comma-separated tasks ({ALL_TASKS})")
+    p.add_argument("--tasks", type=_csv, default=_csv(ALL_TASKS),
+                   help="comma-separated tasks (`python -m bench list`: the paper's gsm8k, aquarat, wmt19; sst2, trec, "
+                        "agnews, rules; those of --task-file)")
+    p.add_argument("--task-file", type=Path, action="append", default=[], metavar="FILE.yaml",
+                   help="a task defined in a YAML spec (bench/tasks/spec.py); repeatable; name it in --tasks")
+    p.add_argument("--scoring", choices=SCORINGS, default="auto",
+                   help="generate: generate and parse the answer; rank: the label word with the highest "
+                        "log-likelihood (classification); auto: rank where a task has labels")
+    p.add_argument("--calibration", choices=CALIBRATIONS, default="none",
+                   help="ranked labels: contextual = divide by the probabilities of content-free inputs "
+                        "(Zhao et al. 2021)")
+    p.add_argument("--reward", choices=REWARDS, default="auto",
+                   help="selection reward per item: metric (the task's score), label-prob (the gold label's "
+                        "probability, ranked labels), bertscore (against the gold output); auto: metric for "
+                        "classification, bertscore for the others")
     p.add_argument("--llm", default="gemma3-270m", help="LLM answering the test items: alias or model name")
     p.add_argument("--selection-llm", default=None,
                    help="LLM behind the reward oracle during selection (default: --llm); the transfer setting")
@@ -248,7 +263,9 @@ def run_config(args: argparse.Namespace, file_params: dict | None = None, comman
         ltr_data=tuple(args.ltr_data), selection_llm=selection_llm, selection_generation=selection_generation,
         selections=args.selections, reuse_selections=not args.no_selection_reuse, prices=args.prices,
         replay_from=_run_folders(args.replay_from),
-        log_prompts=args.log_prompts, options=resolved_options(args, method_params), command=command)
+        log_prompts=args.log_prompts, options=resolved_options(args, method_params), command=command,
+        task_files=[Path(p) for p in args.task_file], scoring=args.scoring, calibration=args.calibration,
+        reward=args.reward)
 
 
 def cmd_run(argv: list[str]) -> int:
@@ -292,16 +309,18 @@ def cmd_run(argv: list[str]) -> int:
 
 def cmd_list(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bench list", formatter_class=HelpFormatter)
-    p.add_argument("--plugin", action="append", default=[])
+    p.add_argument("--plugin", action="append", default=[], help="module that registers selectors or tasks")
+    p.add_argument("--task-file", type=Path, action="append", default=[], metavar="FILE.yaml",
+                   help="a task spec to list with the others")
     args = p.parse_args(argv)
     from bench.llm.registry import ALIASES
-    from bench.tasks import TASKS
+    from bench.tasks import TASKS, load_task_entry_points, load_task_file
     from methods.base import available, load_plugin
 
     for module in args.plugin:
         load_plugin(module)
-    from bench.tasks import load_task_entry_points
-
+    for path in args.task_file:
+        load_task_file(path)
     load_task_entry_points()
     print("methods:")
     for name, cls in sorted(available().items()):
@@ -309,7 +328,9 @@ def cmd_list(argv: list[str]) -> int:
         print(f"  {name:<20} {cls.level:<9} {doc}")
     print("tasks:")
     for name, cls in TASKS.items():
-        print(f"  {name:<20} {cls.metric_name}")
+        kind = f"{len(cls.labels)} labels" if cls.labels else "generation"
+        about = cls.description or (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()[0]
+        print(f"  {name:<20} {cls.metric_name:<13} {kind:<10} {about}")
     print("llm aliases:")
     for name, alias in ALIASES.items():
         where = ", ".join(f"{b}={m}" for b, m in alias.names.items())
@@ -426,7 +447,9 @@ def cmd_data(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bench data", formatter_class=HelpFormatter,
                                 description="The data folder from its pinned sources (bench/data.py).")
     p.add_argument("action", choices=["fetch", "verify"])
-    p.add_argument("--tasks", type=_csv, default=_csv(ALL_TASKS), help="comma-separated tasks")
+    from bench.data import MANIFEST
+
+    p.add_argument("--tasks", type=_csv, default=list(MANIFEST), help="comma-separated tasks")
     p.add_argument("--to", type=Path, default=None, help="fetch: the folder to write (laid out like ../shared/data)")
     p.add_argument("--data-dir", type=Path, default=None, help="verify: the folder to check (default: as `run`)")
     p.add_argument("--mirror", default=None,

@@ -8,6 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
+from bench.answering import answer, answer_keys, rewards as reward_of
 from bench.errors import BudgetExhausted
 from bench.items import Item
 from bench.llm.calllog import CallScope
@@ -25,7 +26,8 @@ class Pull:
 
 
 class RewardOracle:
-    """Evaluates demonstrations on items and returns BERTScore rewards; enforces the call budget.
+    """Evaluates demonstrations on items and returns the task's rewards in [0, 1] (BERTScore F1 against the gold
+    output, the task's metric, or the gold label's probability: Task.configure); enforces the call budget.
 
     The budget counts distinct LLM calls this fit has asked for (those a cold cache would have to
     answer). Counting distinct requests rather than cache misses keeps a resumed run on exactly the
@@ -77,17 +79,17 @@ class RewardOracle:
             self.on_calls(len(self._requested))
 
     def pull(self, demos: Sequence[Item], items: Sequence[Item]) -> np.ndarray:
-        """Rewards of one arm on each item (one LLM call per item); repeated pulls draw new samples."""
+        """Rewards of one arm on each item (one LLM call per item, bench/answering.py: the task's reward);
+        repeated pulls draw new samples (ranked labels are deterministic: a repeat costs nothing)."""
         demo_ids = tuple(d.id for d in demos)
         indices = [self._pulls_of[(demo_ids, it.id)] for it in items]
-        params = self.client.params_for(self.task.stop)
-        self._charge(self.client.evaluate_keys(self.task, demos, items, params, indices)[2])
+        params = self.client.params_for(self.task)
+        self._charge(answer_keys(self.client, self.task, demos, items, params, indices))
         began = time.perf_counter()
-        gens = self.client.evaluate(self.task, demos, items, scope=self.scope, params=params, sample_indices=indices)
+        answers = answer(self.client, self.task, [demos] * len(items), items, scope=self.scope, params=params,
+                         sample_indices=indices)
         self._add_llm_seconds(time.perf_counter() - began)
-        outputs = [self.task.truncate(g.text) for g in gens]
-        rewards = np.asarray(self.bertscore.f1(outputs, [self.task.reward_reference(it) for it in items],
-                                               lang=self.task.lang), dtype=np.float64)
+        rewards = reward_of(self.task, answers, items, self.bertscore)
         for it in items:
             self._pulls_of[(demo_ids, it.id)] += 1
         self.history.append(Pull(demo_ids, tuple(it.id for it in items), tuple(float(r) for r in rewards)))
@@ -105,7 +107,7 @@ class RewardOracle:
 
     def generate(self, prompts: Sequence[str]) -> list[str]:
         """Free generation for selectors that write text (BRIDGE's rationales); counted."""
-        params = self.client.params_for(self.task.stop)
+        params = self.client.params_for(self.task)
         keys = [self.client.generate_key(p, params, 0) for p in prompts]
         self._charge(keys)
         return [g.text for g in self.client.generate(prompts, scope=self.scope, params=params)]

@@ -30,6 +30,7 @@ class ItemRecord:
     select_info: dict = field(default_factory=dict)  # what select() did for this item (Selector.select_info)
     prompt: str = ""  # the full prompt, with --log-prompts
     full_output: str = ""  # the whole generation when it held a reasoning block (output keeps the answer part)
+    label_probs: dict = field(default_factory=dict)  # ranked labels: each label's (calibrated) probability
 
 
 @dataclass

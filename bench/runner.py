@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 
+from bench.answering import answer
 from bench.cells import CELL_KEYS, describe_diff, methods_with_rows, set_aside
 from bench.distributed import Dist
 from bench.encoder import Encoder
@@ -29,7 +30,8 @@ from bench.oracle import RewardOracle
 from bench.records import FitSummary, ItemRecord, append_jsonl, read_fits, read_records
 from bench.selections import ReplaySelector, SelectionStore, published_selection, selection_key
 from reports.costs import PriceTable
-from bench.tasks import Task, make_task
+from bench.tasks import Task, load_task_file, make_task, task_fingerprint
+from bench.tasks.base import ANSWERING_DEFAULTS
 from bench.reasoning import THINK_CLOSE, THINK_OPEN
 from methods.ltr_base import DEARICL_DATA, LTR_DATA
 from methods.base import FitContext, accepted_params, available, code_version, create, load_plugin
@@ -78,6 +80,10 @@ class RunConfig:
     log_prompts: bool = False  # store each item's full prompt in records.jsonl
     selectors: dict = field(default_factory=dict)  # name -> Selector instance (bench.evaluate); never replayed
     llm_backend: Any = None  # a backend object answering for `llm` (bench.evaluate), instead of make_backend
+    task_files: list[Path] = field(default_factory=list)  # YAML task specs (--task-file), registered before use
+    scoring: str = "auto"  # how items are answered: generate, rank (label words), auto (rank where labels exist)
+    calibration: str = "none"  # ranked labels: none or contextual (Zhao et al. 2021)
+    reward: str = "auto"  # selection reward: metric, label-prob, bertscore, auto (Task.configure)
 
     @property
     def oracle_llm(self) -> LLMSpec:
@@ -93,11 +99,14 @@ class RunConfig:
 
     def _selection_inputs(self) -> dict:
         """Settings every selection depends on: data, seed, budget, the oracle's LLM and scoring."""
+        # answering settings away from their defaults only: runs made before they existed keep their identity
+        answering = {name: value for name, value in (("scoring", self.scoring), ("calibration", self.calibration),
+                                                     ("reward", self.reward)) if value != ANSWERING_DEFAULTS[name]}
         return {"data_dir": str(self.data_dir), "data_source": self.data_source, "n_test": self.n_test,
                 "n_val": self.n_val, "pool_size": self.pool_size, "seed": self.seed, "k": self.k,
                 "llm_budget": self.llm_budget, "selection_llm": self.oracle_llm.identity(),
                 "selection_generation": asdict(self.oracle_generation), "bertscore": asdict(self.bertscore),
-                "encoder": self.encoder}
+                "encoder": self.encoder, **answering}
 
     def identity(self) -> dict:
         """The run's settings as config.json records them (not the method list: methods can be added). --resume
@@ -108,9 +117,11 @@ class RunConfig:
                 "method_params": self.method_params, **self._selection_inputs(), **own_caps}
 
     def selection_identity(self, method: str, task: str, params: dict) -> dict:
-        """What one selection depends on: never the LLM that answers the test items."""
+        """What one selection depends on: never the LLM that answers the test items. A task from a spec adds
+        the spec's hash: an edited spec is another task."""
+        spec = task_fingerprint(task)
         return {"method": method, "task": task, "params": params, **self._selection_inputs(),
-                "llm_budget": self.budget_for(method)}
+                "llm_budget": self.budget_for(method), **({"task_spec": spec} if spec else {})}
 
 
 def expand_methods(methods: list[str], ltr_data: tuple[str, ...] = ("own",), instances: set[str] = frozenset()
@@ -156,7 +167,10 @@ class Runner:
         if outside:
             raise ConfigError(f"--only names {', '.join(outside)}, which --methods does not include "
                               f"(methods: {', '.join(self.methods)})")
-        self.tasks = [make_task(t) for t in config.tasks]  # validates names before anything heavy
+        for path in config.task_files:
+            load_task_file(path)
+        # names and answering settings are checked before anything heavy
+        self.tasks = [make_task(t).configure(config.scoring, config.calibration, config.reward) for t in config.tasks]
         if config.llm_backend is None:
             resolve(config.llm)  # validates the LLM names and backends
         named = [] if config.llm_backend is not None else [config.llm]  # a backend object is taken as it is
@@ -171,6 +185,12 @@ class Runner:
             if name != "*" and name not in known:
                 raise ConfigError(f"--param names unknown method '{name}'")
         scores, why_not = provides_loglik(config.oracle_llm) if config.llm_backend is None else (True, "")
+        ranked = [t.name for t in self.tasks if t.scoring == "rank"]
+        for spec in named if ranked else []:
+            able, why = provides_loglik(spec)
+            if not able:
+                raise ConfigError(f"--scoring rank ({', '.join(ranked)}) scores label words by log-likelihood, which "
+                                  f"'{spec.name}' cannot give here: {why}; use --scoring generate")
         for name in self.methods:
             selector = self._selector(name)  # parameter names and values checked up front
             for task in self.tasks:
@@ -253,11 +273,16 @@ class Runner:
             # the settings of the cells run now; the others keep those they were run with
             self.cells.update({m: self.cell_settings(m) for m in self.now if m not in self.cfg.selectors})
             (self.out / CONFIG).write_text(json.dumps({"identity": identity, "methods": self.run_methods,
-                                                       "cells": self.cells}, indent=2))
+                                                       "cells": self.cells, "task_info": self.task_info()}, indent=2))
             if self.cfg.options:
                 import yaml
 
                 (self.out / RUN_CONFIG).write_text(yaml.safe_dump(self.cfg.options, sort_keys=False), encoding="utf-8")
+
+    def task_info(self) -> dict[str, dict]:
+        """What reports need of each task without its code (a task file may be gone): metric, labels, answering."""
+        return {t.name: {"metric": t.metric_name, "metric_label": t.metric_label or t.metric_name, "lang": t.lang,
+                         "labels": list(t.labels), **t.settings()} for t in self.tasks}
 
     def _clients(self) -> tuple[LLMClient, LLMClient]:
         """(inference client, selection client): one client when both LLMs and decodings are the same.
@@ -458,7 +483,6 @@ class Runner:
         if not items:
             return picked
         scope = CallScope(method=selector.name, task=task.name, phase="inference")
-        params = self.client.params_for(task.stop)
         backend = self.client.backend
         # a task-level selector gives every item the same prefix: decode more of them after it at once
         step = max(1, (backend.prefix_batch_size or backend.batch_size) if selector.level == "task"
@@ -479,18 +503,16 @@ class Runner:
                     raise BenchError(f"{selector.name} chose test items as demonstrations: {', '.join(leaked)}")
                 demos.append(chosen)
             prompts = [self.client.render(task, d, it) for d, it in zip(demos, chunk)]
-            gens = self._generate(task, demos, chunk, scope, params)
-            outputs = [task.truncate(g.text) for g in gens]
-            predictions = [task.extract(o) for o in outputs]
-            scores = task.score(predictions, chunk, outputs)
-            extras = task.extra_metrics(outputs, chunk)
+            got = answer(self.client, task, demos, chunk, scope=scope)
+            gens = got.gens
             rows = []
             for i, item in enumerate(chunk):
                 rows.append(ItemRecord(
                     method=selector.name, task=task.name, item_id=item.id, demo_ids=[d.id for d in demos[i]],
-                    prompt_hash=text_hash(prompts[i]), output=outputs[i], prediction=predictions[i],
-                    gold=item.answer, score=float(scores[i]), latency_s=round(select_s[i] + gens[i].compute_s, 4),
-                    select_s=round(select_s[i], 6), extra={k: v[i] for k, v in extras.items()},
+                    prompt_hash=text_hash(prompts[i]), output=got.outputs[i], prediction=got.predictions[i],
+                    gold=item.answer, score=float(got.scores[i]), latency_s=round(select_s[i] + gens[i].compute_s, 4),
+                    select_s=round(select_s[i], 6), extra={k: v[i] for k, v in got.extras.items()},
+                    label_probs=got.label_probs[i] if got.label_probs else {},
                     llm=self.client.backend.model_id, selection_llm=self.selection_client.backend.model_id,
                     query=item.question[:400], demo_questions=[d.question[:400] for d in demos[i]],
                     select_info=infos[i], prompt=prompts[i] if self.cfg.log_prompts else "",
@@ -500,26 +522,6 @@ class Runner:
             bar.update(len(chunk))
         bar.close()
         return picked
-
-    def _generate(self, task: Task, demos: list[list[Item]], items: list[Item], scope: CallScope,
-                  params: GenerationParams) -> list:
-        """Items that share demonstrations go through `evaluate` together (prefix prefilled once);
-        the others are batched as whole prompts. Either way the cache keys are the same."""
-        groups: dict[tuple[str, ...], list[int]] = {}
-        for i, chosen in enumerate(demos):
-            groups.setdefault(tuple(d.id for d in chosen), []).append(i)
-        gens: list = [None] * len(items)
-        alone = [rows[0] for rows in groups.values() if len(rows) == 1]
-        answered = self.client.generate([task.render(demos[i], items[i]) for i in alone], scope=scope, params=params)
-        for i, gen in zip(alone, answered):
-            gens[i] = gen
-        for rows in groups.values():
-            if len(rows) > 1:
-                answered = self.client.evaluate(task, demos[rows[0]], [items[i] for i in rows], scope=scope,
-                                                params=params)
-                for i, gen in zip(rows, answered):
-                    gens[i] = gen
-        return gens
 
     # ---- merging ------------------------------------------------------------------------------
     def _all_records(self) -> list[ItemRecord]:

@@ -36,6 +36,7 @@ def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = ""
     for rec in records:
         by_run[(rec.method, rec.task)].append(rec)
     config = json.loads((out / "config.json").read_text()) if (out / "config.json").exists() else {}
+    info = config.get("task_info", {})
     order = config.get("methods") or sorted({m for m, _ in by_run})
     runs = []
     for method in order:
@@ -44,7 +45,7 @@ def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = ""
             fit = fits.get((method, task))
             if fit is not None and fit.error:  # no score, even when some items were answered before it failed
                 runs.append(failed_row(fit, task, len(distinct[(method, task, "selection")])
-                                       if distinct else fit.selection_calls))
+                                       if distinct else fit.selection_calls, info))
                 continue
             if not recs:
                 continue
@@ -52,13 +53,16 @@ def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = ""
                 r.select_info.get("llm_calls_requested", 0) for r in recs)
             extra_keys = sorted({k for r in recs for k in r.extra})
             ci_low, ci_high = bootstrap_ci([r.score for r in recs])
+            labels = info.get(task, {}).get("labels")
+            corpus = {"macro_f1": macro_f1(recs, labels)} if labels else {}  # beside accuracy, for unbalanced sets
             runs.append({
                 "method": method,
                 "task": task,
                 "level": fit.level if fit else "",
                 "group": (fit.group or fit.level) if fit else "",
-                "metric": TASKS[task].metric_name if task in TASKS else "",
-                "metric_label": metric_label(task),
+                "metric": metric_name(task, info),
+                "metric_label": metric_label(task, info),
+                **{k: v for k, v in info.get(task, {}).items() if k in ("scoring", "calibration", "reward")},
                 "score": float(np.mean([r.score for r in recs])),
                 "ci_low": ci_low, "ci_high": ci_high,  # 95%, bootstrap over items
                 "n": len(recs),
@@ -76,12 +80,17 @@ def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = ""
                 "budget": fit.budget if fit else None,
                 "budget_exhausted": bool(fit and fit.budget_exhausted),
                 "selection_reused_from": fit.reused_from if fit else "",
-                "extra": {k: float(np.mean([r.extra[k] for r in recs if k in r.extra])) for k in extra_keys},
-                "extra_ci": {k: list(bootstrap_ci([r.extra[k] for r in recs if k in r.extra])) for k in extra_keys},
+                "extra": {**{k: float(np.mean([r.extra[k] for r in recs if k in r.extra])) for k in extra_keys},
+                          **{k: v[0] for k, v in corpus.items()}},
+                "extra_ci": {**{k: list(bootstrap_ci([r.extra[k] for r in recs if k in r.extra])) for k in extra_keys},
+                             **{k: list(v[1:]) for k, v in corpus.items()}},
                 "warnings": list(fit.warnings) if fit else [],
                 "error": None,
             })
-    langs = sorted({TASKS[t].lang for t in {r["task"] for r in runs} if t in TASKS})
+    # the languages BERTScore served (as reward or metric); runs older than task_info list every task's
+    langs = sorted({info[t]["lang"] if t in info else TASKS[t].lang for t in {r["task"] for r in runs}
+                    if (t in info and (info[t]["metric"] == "bertscore_f1" or info[t].get("reward") == "bertscore"))
+                    or (t not in info and t in TASKS)})
     return {
         "meta": meta or {},
         "runs": runs,
@@ -94,15 +103,41 @@ def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = ""
     }
 
 
-def metric_label(task: str) -> str:
+def metric_name(task: str, info: dict | None = None) -> str:
+    if task in (info or {}):
+        return info[task]["metric"]
+    return TASKS[task].metric_name if task in TASKS else ""
+
+
+def metric_label(task: str, info: dict | None = None) -> str:
+    if task in (info or {}):
+        return info[task]["metric_label"]
     cls = TASKS.get(task)
     return (cls.metric_label or cls.metric_name) if cls else ""
 
 
-def failed_row(fit, task: str, selection_calls: int) -> dict:
+def macro_f1(recs, labels: list[str], resamples: int = 1000, seed: int = 0) -> tuple[float, float, float]:
+    """Macro-F1 over the task's labels (an unanswered item counts against its gold label), with a 95% percentile
+    bootstrap interval over items."""
+    from sklearn.metrics import f1_score
+
+    recs = sorted(recs, key=lambda r: r.item_id)  # the same interval whatever order the records were merged in
+    gold = np.array([r.gold for r in recs])
+    pred = np.array([r.prediction for r in recs])
+
+    def f1(rows) -> float:
+        return float(f1_score(gold[rows], pred[rows], labels=labels, average="macro", zero_division=0))
+
+    rng = np.random.default_rng(seed)
+    draws = [f1(rng.integers(0, len(recs), len(recs))) for _ in range(resamples)] if len(recs) > 1 else []
+    low, high = (float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))) if draws else (None, None)
+    return f1(np.arange(len(recs))), low, high
+
+
+def failed_row(fit, task: str, selection_calls: int, info: dict | None = None) -> dict:
     """A (method, task) whose fit failed: no score, the reason in `error`."""
     return {"method": fit.method, "task": task, "level": fit.level, "group": fit.group or fit.level,
-            "metric": TASKS[task].metric_name if task in TASKS else "", "metric_label": metric_label(task),
+            "metric": metric_name(task, info), "metric_label": metric_label(task, info),
             "score": None, "ci_low": None,
             "ci_high": None, "n": 0,
             "llm_calls": {"selection": selection_calls, "inference": 0},

@@ -159,7 +159,13 @@ def secondary_table(runs: list[dict], records: list[ItemRecord], baseline: str |
                 values[(rec.method, rec.task)].append(rec.extra[metric])
         for run in runs:
             key = (run["method"], run["task"])
-            if run.get("score") is None or not values.get(key):
+            if run.get("score") is None or metric not in run.get("extra", {}):
+                continue
+            if not values.get(key):  # a corpus-level metric (macro-F1): the row's value and interval, no test
+                low, high = run.get("extra_ci", {}).get(metric, (None, None))
+                interval = f" [{100 * low:.2f}, {100 * high:.2f}]" if low is not None else ""
+                rows.append([run["method"], run["task"], metric, f"{100 * run['extra'][metric]:.2f}{interval}",
+                             "baseline" if run["method"] == baseline else "", "", "", ""])
                 continue
             low, high = bootstrap_ci(values[key])
             interval = f" [{100 * low:.2f}, {100 * high:.2f}]" if low is not None else ""
@@ -176,10 +182,11 @@ def secondary_table(runs: list[dict], records: list[ItemRecord], baseline: str |
 
 def extra_table(runs: list[dict], fmt: str = "github") -> str | None:
     """Secondary metrics (chrF on WMT19)."""
-    rows = [[r["method"], r["task"]] + [f"{100 * v:.2f}" for v in r["extra"].values()] for r in runs if r["extra"]]
+    keys = list(dict.fromkeys(k for r in runs for k in r.get("extra", {})))  # tasks with other metrics share the table
+    rows = [[r["method"], r["task"]] + [f"{100 * r['extra'][k]:.2f}" if k in r["extra"] else "" for k in keys]
+            for r in runs if r.get("extra")]
     if not rows:
         return None
-    keys = next(list(r["extra"]) for r in runs if r["extra"])
     return tabulate(rows, headers=["Method", "Task"] + keys, tablefmt="latex_raw" if fmt == "latex" else fmt, disable_numparse=True)
 
 

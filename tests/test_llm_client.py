@@ -97,7 +97,7 @@ def test_evaluate_shares_one_prefix(tmp_path):
     assert backend.prefix_calls == [(task.prefix(demos), 4)]
     assert all(task.extract(task.truncate(g.text)) == "3" for g in gens)  # the fake saw 3 demos
     # same prompts through generate() hit the cache
-    again = c.generate([task.render(demos, it) for it in items], scope=SEL, params=c.params_for(task.stop))
+    again = c.generate([task.render(demos, it) for it in items], scope=SEL, params=c.params_for(task))
     assert all(g.cached for g in again)
 
 

@@ -48,6 +48,15 @@ class RawLoglik:
 
 
 @dataclass
+class RawChoices:
+    """What a backend returns for one prompt scored against its choices."""
+
+    logliks: list[float]  # per choice, the sum of its tokens' log-probabilities
+    prompt_tokens: int
+    prefilled_tokens: int
+
+
+@dataclass
 class Generation:
     """One answered call as the rest of the harness sees it."""
 
@@ -83,6 +92,19 @@ class Backend(ABC):
                              seeds: Sequence[int]) -> list[RawGeneration]:
         """Continue prefix+suffix for many suffixes. Backends that can reuse the prefix override this."""
         return self.generate([prefix + s for s in suffixes], params, seeds)
+
+    def choice_logliks(self, prefix: str, suffixes: Sequence[str], choices: Sequence[Sequence[str]]
+                       ) -> list[RawChoices]:
+        """For each suffix, the log-probability of each of its choices (continuations) after prefix + suffix:
+        rank classification's label words. Backends that can share the prefix's prefill override this."""
+        contexts = [prefix + s for s, row in zip(suffixes, choices) for _ in row]
+        scored = iter(self.loglik(contexts, [c for row in choices for c in row]))
+        out = []
+        for suffix, row in zip(suffixes, choices):
+            got = [next(scored) for _ in row]
+            out.append(RawChoices([g.logprob for g in got], prompt_tokens=max(g.prompt_tokens for g in got),
+                                  prefilled_tokens=sum(g.prompt_tokens for g in got)))
+        return out
 
     def chat_template(self) -> tuple[str, str] | None:
         """(text before, text after) one user message in the model's chat template, the assistant's turn

@@ -5,6 +5,7 @@ transformers, OpenAI-compatible servers and the embedded model.
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import replace
 from typing import Callable, Sequence
@@ -56,8 +57,10 @@ class LLMClient:
         return head + task.render(demos, item) + tail
 
     # ---- keys ---------------------------------------------------------------------------------
-    def params_for(self, stop: Sequence[str] = ()) -> GenerationParams:
-        return replace(self.params, stop=tuple(stop))
+    def params_for(self, task) -> GenerationParams:
+        """The run's decoding settings with the task's stop strings, and its cap on new tokens (a label needs few)."""
+        cap = task.max_new_tokens or self.params.max_new_tokens
+        return replace(self.params, stop=tuple(task.stop), max_new_tokens=min(self.params.max_new_tokens, cap))
 
     def generate_key(self, prompt: str, params: GenerationParams, sample_index: int) -> str:
         # Greedy decoding is deterministic: every sample index is the same call.
@@ -76,6 +79,20 @@ class LLMClient:
         keys = [self.generate_key(prefix + s, params, i) for s, i in zip(suffixes, sample_indices)]
         return prefix, suffixes, keys
 
+    def classify_keys(self, task, demos: Sequence[Item], items: Sequence[Item]
+                      ) -> tuple[str, list[str], list[list[str]], list[str]]:
+        """(shared prefix, per-item suffixes, per-item continuations, cache keys) of ranking a task's label words
+        after each item's prompt. A continuation starts with a space unless the prompt ends in whitespace (a
+        chat template's assistant turn)."""
+        head, tail = self.wrap
+        prefix = head + task.prefix(demos)
+        suffixes = [task.format_query(it) + tail for it in items]
+        words = task.choice_words()
+        choices = [[w if (prefix + s)[-1:].isspace() else " " + w for w in words] for s in suffixes]
+        keys = [call_key("classify", self.backend.model_id, {"prompt": prefix + s, "choices": c})
+                for s, c in zip(suffixes, choices)]
+        return prefix, suffixes, choices, keys
+
     # ---- calls --------------------------------------------------------------------------------
     def generate(self, prompts: Sequence[str], *, scope: CallScope, params: GenerationParams | None = None,
                  sample_indices: Sequence[int] | None = None) -> list[Generation]:
@@ -93,7 +110,7 @@ class LLMClient:
     def evaluate(self, task, demos: Sequence[Item], items: Sequence[Item], *, scope: CallScope,
                  params: GenerationParams | None = None, sample_indices: Sequence[int] | None = None) -> list[Generation]:
         """One arm pull: the same demonstrations on many items, sharing the prompt prefix."""
-        params = params or self.params_for(task.stop)
+        params = params or self.params_for(task)
         indices = list(sample_indices) if sample_indices is not None else [0] * len(items)
         prefix, suffixes, keys = self.evaluate_keys(task, demos, items, params, indices)
 
@@ -103,6 +120,22 @@ class LLMClient:
 
         return self._with_open_think(self._answer(keys, indices, run, scope, "generate",
                                                   step=self.backend.prefix_batch_size or self.backend.batch_size))
+
+    def classify(self, task, demos: Sequence[Item], items: Sequence[Item], *, scope: CallScope
+                 ) -> tuple[list[list[float]], list[Generation]]:
+        """Rank classification: per item, the log-likelihood of each of `task.choice_words()` after its prompt
+        (one call per item, the prefix shared), with the calls' accounting."""
+        prefix, suffixes, choices, keys = self.classify_keys(task, demos, items)
+
+        def run(rows: list[int]) -> list[RawGeneration]:
+            scored = self.backend.choice_logliks(prefix, [suffixes[r] for r in rows], [choices[r] for r in rows])
+            # Stored in the generation shape: text carries the log-likelihoods.
+            return [RawGeneration(text=json.dumps(s.logliks), prompt_tokens=s.prompt_tokens, completion_tokens=0,
+                                  prefilled_tokens=s.prefilled_tokens) for s in scored]
+
+        gens = self._answer(keys, [0] * len(keys), run, scope, "classify",
+                            step=self.backend.prefix_batch_size or self.backend.batch_size)
+        return [json.loads(g.text) for g in gens], gens
 
     def loglik(self, contexts: Sequence[str], continuations: Sequence[str], *, scope: CallScope) -> list[float]:
         keys = [self.loglik_key(c, x) for c, x in zip(contexts, continuations)]

@@ -6,7 +6,7 @@ import os
 from typing import Sequence
 
 from bench.errors import LLMError
-from bench.llm.base import Backend, GenerationParams, RawGeneration, RawLoglik, common_length
+from bench.llm.base import Backend, GenerationParams, RawChoices, RawGeneration, RawLoglik, common_length
 from bench.reasoning import answer_start, cut_at_stop
 
 
@@ -288,20 +288,11 @@ class HFBackend(Backend):
         to end at the same column.
         """
         import torch
-        from transformers.cache_utils import DynamicCache
 
         placed: list = [None] * len(heads)  # per row: (padded group cache, its row there, padding after it)
         for group in _length_groups([len(h) for h in heads]):
             longest = max(len(heads[i]) for i in group)
-            cache = DynamicCache(config=self.model.config)
-            for layer, prefix_layer in zip(cache.layers, prefix_cache.layers):
-                keys = prefix_layer.keys.expand(len(group), -1, -1, -1)
-                values = prefix_layer.values.expand(len(group), -1, -1, -1)
-                layer.lazy_initialization(keys, values)
-                layer.keys, layer.values = keys, values
-                if layer.is_sliding:
-                    layer.cumulative_length = prefix_layer.cumulative_length
-                    layer.record_past = True  # keep every column: shorter rows need ones a window would drop
+            cache = self._batch_copy(prefix_cache, len(group))
             if longest:
                 ids = torch.full((len(group), longest), self.tokenizer.pad_token_id, dtype=torch.long)
                 for row, i in enumerate(group):
@@ -312,6 +303,73 @@ class HFBackend(Backend):
                 placed[i] = (cache, row, longest - len(heads[i]))
         length = prefix_cache.get_seq_length() + max(len(h) for h in heads)
         return _right_aligned(placed, length, self.model.config)
+
+    def _batch_copy(self, prefix_cache, rows: int):
+        """A cache of `rows` rows, each a view of the prefix's key/value cache."""
+        from transformers.cache_utils import DynamicCache
+
+        cache = DynamicCache(config=self.model.config)
+        for layer, prefix_layer in zip(cache.layers, prefix_cache.layers):
+            keys = prefix_layer.keys.expand(rows, -1, -1, -1)
+            values = prefix_layer.values.expand(rows, -1, -1, -1)
+            layer.lazy_initialization(keys, values)
+            layer.keys, layer.values = keys, values
+            if layer.is_sliding:
+                layer.cumulative_length = prefix_layer.cumulative_length
+                layer.record_past = True  # keep every column: shorter rows need ones a window would drop
+        return cache
+
+    def choice_logliks(self, prefix: str, suffixes: Sequence[str], choices: Sequence[Sequence[str]]
+                       ) -> list[RawChoices]:
+        """The prefix is prefilled once; each suffix is run once after a batch copy of its cache, and every
+        one-token choice is read off its last position (a label word is mostly one token); a longer choice
+        adds a row of the suffix followed by the choice. Contexts and choices are tokenised apart, as `loglik`
+        does, so both give the same numbers."""
+        import torch
+
+        tok = self.tokenizer
+        full = [tok(prefix + s)["input_ids"] for s in suffixes]
+        prefix_ids = tok(prefix)["input_ids"]
+        prefix_ids = prefix_ids[:min(common_length(prefix_ids, ids) for ids in full)] if self.share_prefix else []
+        if not prefix_ids or any(len(ids) <= len(prefix_ids) for ids in full):
+            return super().choice_logliks(prefix, suffixes, choices)
+        prefix_cache, charge = self._prefix_cache(prefix_ids)
+        if not _plain_layers(prefix_cache):
+            return super().choice_logliks(prefix, suffixes, choices)
+        # rows: (item, tokens after the prefix, [(position in the row, target token, choice)])
+        rows: list[tuple[int, list[int], list[tuple[int, int, int]]]] = []
+        for i, (ids, row_choices) in enumerate(zip(full, choices)):
+            head = ids[len(prefix_ids):]
+            targets = [tok(c, add_special_tokens=False)["input_ids"] for c in row_choices]
+            if not all(targets):
+                raise LLMError("choice_logliks: an empty choice")
+            singles = [(len(head) - 1, t[0], j) for j, t in enumerate(targets) if len(t) == 1]
+            if singles:
+                rows.append((i, head, singles))
+            rows += [(i, head + t[:-1], [(len(head) - 1 + n, t[n], j) for n in range(len(t))])
+                     for j, t in enumerate(targets) if len(t) > 1]
+        scores = [[0.0] * len(row) for row in choices]
+        prefilled = [0] * len(suffixes)
+        for group in _length_groups([len(r[1]) for r in rows]):
+            for start in range(0, len(group), 8):  # 8 rows' logits at a few positions: a bounded output layer
+                part = group[start:start + 8]
+                longest = max(len(rows[r][1]) for r in part)
+                ids = torch.full((len(part), longest), self.tokenizer.pad_token_id, dtype=torch.long)
+                for n, r in enumerate(part):
+                    ids[n, :len(rows[r][1])] = torch.tensor(rows[r][1], dtype=torch.long)
+                positions = sorted({p for r in part for p, _, _ in rows[r][2]})
+                at = {p: n for n, p in enumerate(positions)}
+                with torch.inference_mode():
+                    logits = self.model(ids.to(self.device), past_key_values=self._batch_copy(prefix_cache, len(part)),
+                                        use_cache=True, logits_to_keep=torch.tensor(positions, device=self.device)).logits
+                for n, r in enumerate(part):
+                    item, head, wanted = rows[r]
+                    logprobs = torch.log_softmax(logits[n, [at[p] for p, _, _ in wanted]].float(), dim=-1)
+                    for m, (_, target, j) in enumerate(wanted):
+                        scores[item][j] += float(logprobs[m, target])
+                    prefilled[item] += len(head)
+        prefilled[0] += charge  # a prefix prefilled by this call is charged to the first row
+        return [RawChoices(s, prompt_tokens=len(ids), prefilled_tokens=p) for s, ids, p in zip(scores, full, prefilled)]
 
     def _decode_in_chunks(self, input_ids, mask, cache, params: GenerationParams,
                           seeds: Sequence[int]) -> list[tuple[str, int]]:

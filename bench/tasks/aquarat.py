@@ -44,9 +44,6 @@ class AquaRat(Task):
     spec = SplitSpec(folder="aqua_rat", pool="train_subset_dqlore_1000.json", validation="dev.json", test="test.json")
     instruction = MATH_INSTRUCTION
 
-    def __init__(self, bertscore=None):
-        self.bertscore = bertscore
-
     def parse_row(self, row: dict, row_id: str) -> Item:
         options = row.get("options")
         if not isinstance(options, list) or len(options) != 5 or not all(isinstance(o, str) for o in options):

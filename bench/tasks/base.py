@@ -4,6 +4,7 @@ A selector never builds prompts or parses answers itself; the task does.
 """
 from __future__ import annotations
 
+import csv
 import json
 import random
 import re
@@ -15,6 +16,11 @@ from typing import Callable, Iterable, Sequence
 from bench.errors import ConfigError, DataError
 from bench.items import Item
 from bench.reasoning import THINK_CLOSE, THINK_OPEN, after_reasoning  # noqa: F401 (re-exported)
+
+SCORINGS = ("auto", "generate", "rank")  # auto: rank for tasks with labels, else generate
+CALIBRATIONS = ("none", "contextual")  # contextual: Zhao et al. 2021, content-free inputs
+REWARDS = ("auto", "metric", "label-prob", "bertscore")  # what a selector's pull returns per item
+ANSWERING_DEFAULTS = {"scoring": "auto", "calibration": "none", "reward": "auto"}
 
 MATH_INSTRUCTION = (
     "You are a helpful, respectful and honest assistant helping to solve math word problems or tasks "
@@ -43,27 +49,45 @@ def normalise_text(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def read_jsonl(path: Path, parse_row: Callable[[dict, str], Item], split: str) -> list[Item]:
-    """Read JSON Lines; a malformed row raises DataError naming file and line."""
-    if not path.is_file():
-        raise DataError(f"data file not found: {path}")
-    items = []
+def _json_rows(path: Path):
+    """(line number, row) of a JSON Lines file."""
     with path.open(encoding="utf-8") as handle:
         for line_no, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
-            where = f"{path}:{line_no}"
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DataError(f"{where}: not valid JSON ({exc.msg})") from None
+                raise DataError(f"{path}:{line_no}: not valid JSON ({exc.msg})") from None
             if not isinstance(row, dict):
-                raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
-            try:
-                item = parse_row(row, f"{path.parent.name}/{path.name}:{line_no}")
-            except (KeyError, TypeError, ValueError) as exc:
-                raise DataError(f"{where}: malformed row ({exc})") from None
-            items.append(_with_split(item, split))
+                raise DataError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
+            yield line_no, row
+
+
+def _csv_rows(path: Path):
+    """(line number, row) of a CSV file with a header line; the number is the data row's line in the file."""
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        if not reader.fieldnames:
+            raise DataError(f"{path}: no header line")
+        for row in reader:
+            if None in row or None in row.values():
+                raise DataError(f"{path}:{reader.line_num}: {len(reader.fieldnames)} columns expected")
+            yield reader.line_num, row
+
+
+def read_rows(path: Path, parse_row: Callable[[dict, str], Item], split: str) -> list[Item]:
+    """Read a JSON Lines file (any suffix but .csv) or a CSV file with a header line; a malformed row raises
+    DataError naming file and line."""
+    if not path.is_file():
+        raise DataError(f"data file not found: {path}")
+    items = []
+    for line_no, row in (_csv_rows(path) if path.suffix.lower() == ".csv" else _json_rows(path)):
+        try:
+            item = parse_row(row, f"{path.parent.name}/{path.name}:{line_no}")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"{path}:{line_no}: malformed row ({exc})") from None
+        items.append(_with_split(item, split))
     if not items:
         raise DataError(f"{path}: no rows")
     return items
@@ -92,16 +116,48 @@ class Task(ABC):
     instruction: str
     lang: str = "en"  # language of gold outputs, for BERTScore
     stop: tuple[str, ...] = ("[Question]",)
+    description: str = ""  # one line for `bench list`
+    #: classification tasks: each class's answer (its label word in demonstrations), in a fixed order; () otherwise
+    labels: tuple[str, ...] = ()
+    max_new_tokens: int | None = None  # a cap on generated tokens for this task (a label needs a few)
+    # how items are answered and rewarded (configure): set per run, part of the run's identity
+    scoring: str = "generate"
+    calibration: str = "none"
+    reward: str = "bertscore"
+
+    def __init__(self, bertscore=None):
+        self.bertscore = bertscore
+
+    def configure(self, scoring: str = "auto", calibration: str = "none", reward: str = "auto") -> "Task":
+        """Set how items are answered (generate-and-parse, or rank the labels by log-likelihood), the
+        calibration of ranked labels, and the selection reward; a setting the task cannot take is a ConfigError."""
+        if scoring not in SCORINGS or calibration not in CALIBRATIONS or reward not in REWARDS:
+            raise ConfigError(f"scoring must be one of {', '.join(SCORINGS)}, calibration one of "
+                              f"{', '.join(CALIBRATIONS)}, reward one of {', '.join(REWARDS)}")
+        mode = ("rank" if self.labels else "generate") if scoring == "auto" else scoring
+        if mode == "rank" and not self.labels:
+            raise ConfigError(f"--scoring rank ranks label words, and task '{self.name}' has no labels")
+        if calibration != "none" and mode != "rank":
+            raise ConfigError(f"--calibration {calibration} calibrates ranked labels: task '{self.name}' is "
+                              "scored by generation (use --scoring rank)")
+        if reward == "auto":  # correctness is what accuracy averages: the pilot found the label's probability weaker
+            reward = "metric" if self.labels else "bertscore"
+        if reward == "label-prob" and mode != "rank":
+            raise ConfigError(f"--reward label-prob needs ranked labels: task '{self.name}' is scored by generation")
+        self.scoring, self.calibration, self.reward = mode, calibration, reward
+        return self
+
+    def settings(self) -> dict:
+        """How this task was answered and rewarded (results and the run's identity)."""
+        return {"scoring": self.scoring, "calibration": self.calibration, "reward": self.reward}
 
     # ---- data -------------------------------------------------------------------------------
     @abstractmethod
     def parse_row(self, row: dict, row_id: str) -> Item: ...
 
-    def load_splits(self, data_dir: Path | None, *, n_test: int | None, n_val: int, pool_size: int | None,
-                    seed: int, source: str = "local") -> Splits:
-        """Load, de-duplicate against test, and subsample the three splits reproducibly. source "hub": the
-        bundled files downloaded from their pinned sources into a cache folder (bench/data.py), so the splits
-        are exactly the bundled ones."""
+    def data_folder(self, data_dir: Path | None, source: str = "local") -> Path:
+        """The folder holding this task's files: DATA_DIR/<spec.folder>, or the pinned files fetched into a cache
+        folder (source "hub", bench/data.py), so hub runs see exactly the bundled splits."""
         if source == "hub":
             from bench.data import MANIFEST, hub_data_dir
 
@@ -113,12 +169,28 @@ class Task(ABC):
         folder = Path(data_dir) / self.spec.folder
         if not folder.is_dir():
             raise DataError(f"data folder for task '{self.name}' not found: {folder}")
-        pool_all = read_jsonl(folder / self.spec.pool, self.parse_row, "pool")
-        test_all = read_jsonl(folder / self.spec.test, self.parse_row, "test")
-        if self.spec.validation is None:
+        return folder
+
+    def read_splits(self, folder: Path) -> tuple[list[Item], list[Item] | None, list[Item]]:
+        """(pool, validation or None to carve it from the pool, test): every row of the task's files."""
+        validation = None
+        if self.spec.validation is not None:
+            validation = read_rows(folder / self.spec.validation, self.parse_row, "validation")
+        return (read_rows(folder / self.spec.pool, self.parse_row, "pool"), validation,
+                read_rows(folder / self.spec.test, self.parse_row, "test"))
+
+    def load_splits(self, data_dir: Path | None, *, n_test: int | None, n_val: int, pool_size: int | None,
+                    seed: int, source: str = "local") -> Splits:
+        """Load, de-duplicate against test, and subsample the three splits reproducibly."""
+        pool_all, val_all, test_all = self.read_splits(self.data_folder(data_dir, source))
+        return self.subsample(pool_all, val_all, test_all, n_test=n_test, n_val=n_val, pool_size=pool_size, seed=seed)
+
+    def subsample(self, pool_all: list[Item], val_all: list[Item] | None, test_all: list[Item], *,
+                  n_test: int | None, n_val: int, pool_size: int | None, seed: int) -> Splits:
+        """The run's splits from every row: seeded subsamples, validation carved from the pool when the task has
+        none, and no test or validation question left in the pool."""
+        if val_all is None:
             pool_all, val_all = self.carve_validation(pool_all, seed=0)
-        else:
-            val_all = read_jsonl(folder / self.spec.validation, self.parse_row, "validation")
         rng = random.Random(seed)
         test = _subsample(test_all, n_test, rng)
         val = _subsample(val_all, n_val, rng)
@@ -147,8 +219,8 @@ class Task(ABC):
 
     def prefix(self, demos: Sequence[Item]) -> str:
         """Instruction plus demonstrations: the part shared by every item of one arm pull."""
-        blocks = [self.instruction] + [self.format_demo(d) for d in demos]
-        return "\n\n".join(blocks) + "\n\n"
+        blocks = ([self.instruction] if self.instruction else []) + [self.format_demo(d) for d in demos]
+        return "\n\n".join(blocks) + "\n\n" if blocks else ""
 
     def render(self, demos: Sequence[Item], item: Item) -> str:
         return self.prefix(demos) + self.format_query(item)

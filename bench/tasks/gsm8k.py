@@ -5,7 +5,7 @@ import re
 from typing import Sequence
 
 from bench.items import Item
-from bench.metrics import BertScore, numbers_equal, parse_number
+from bench.metrics import numbers_equal, parse_number
 from bench.tasks.base import MATH_INSTRUCTION, SplitSpec, Task, iter_numbers, require_str
 
 CALCULATOR = re.compile(r"<<[^>]*>>")
@@ -45,9 +45,6 @@ class GSM8K(Task):
     metric_label = "EM"
     spec = SplitSpec(folder="gsm8k", pool="train.jsonl", validation=None, test="test.jsonl")
     instruction = MATH_INSTRUCTION
-
-    def __init__(self, bertscore: BertScore | None = None):
-        self.bertscore = bertscore
 
     def parse_row(self, row: dict, row_id: str) -> Item:
         solution = require_str(row, "answer")
