@@ -115,6 +115,13 @@ def render(out: Path, baseline: str | None = None, prices: PriceTable | None = N
     if cfg:
         md.append(f"- seed {cfg.get('seed')}, k {cfg.get('k')}, n_test {cfg.get('n_test')}, n_val {cfg.get('n_val')}, "
                   f"pool_size {cfg.get('pool_size')}, decoding {cfg.get('generation')}")
+    for task, info in json.loads((out / "config.json").read_text()).get("task_info", {}).items() \
+            if (out / "config.json").exists() else []:
+        if info.get("labels"):  # how a classification task was answered and rewarded
+            how = ("label words ranked by log-likelihood" + (", calibrated (contextual)" if info["calibration"] ==
+                                                             "contextual" else "")
+                   if info["scoring"] == "rank" else "generated, the first label word read")
+            md.append(f"- {task}: {how}; labels {', '.join(info['labels'])}; selection reward {info['reward']}")
     llm = str(results.get("llm", "")).replace("_", "-")
     marks = (rf"$^\dagger$/$^\downarrow$: better/worse than {base} in a paired t-test (p < 0.05); "
              rf"$^\ddagger$/$^\Downarrow$: the same after Holm's correction over the methods of the task; "

@@ -51,6 +51,8 @@ def block_f_test(table: np.ndarray) -> tuple[float, float]:
     ss_item = arms * ((table.mean(axis=0) - grand) ** 2).sum()
     ss_res = ((table - grand) ** 2).sum() - ss_arm - ss_item
     df_arm, df_res = arms - 1, (arms - 1) * (items - 1)
+    if ss_arm <= 1e-12:  # every arm scored every item alike on average: no evidence that arms differ
+        return 0.0, 1.0
     if ss_res <= 0:
         return float("inf"), 0.0
     f = (ss_arm / df_arm) / (ss_res / df_res)
@@ -115,7 +117,7 @@ def cochran_q(table: np.ndarray) -> float:
     """Cochran's Q test (statsmodels) of 'the arms' accuracies differ' on an arms x items 0/1 table."""
     from statsmodels.stats.contingency_tables import cochrans_q
 
-    if np.all(table == table[:, :1]):  # every item answered alike by every arm: no evidence of a difference
+    if np.all(table == table[:1]):  # every arm answered every item alike: no evidence of a difference
         return 1.0
     return float(cochrans_q(table.T.astype(int)).pvalue)
 

@@ -38,6 +38,19 @@ def test_batched_loglik_equals_one_at_a_time(gemma):
         assert b.n_tokens == s.n_tokens and b.logprob == pytest.approx(s.logprob, abs=1e-3)
 
 
+def test_choice_logliks_after_a_shared_prefix_equal_one_pair_at_a_time(gemma):
+    """Rank classification's fast path (one prefill of the prefix, one pass per suffix, one-token choices read off
+    its last position, longer ones as rows of their own) gives loglik's numbers, items of any length mixed."""
+    prefix = "Review: a gem of a film\nSentiment: Positive\n\nReview: dull and long\nSentiment: Negative\n\n"
+    suffixes = ["Review: fine\nSentiment:", "Review: I would not watch this again, not even for free\nSentiment:",
+                "Review: wow\nSentiment:"]
+    choices = [[" Positive", " Negative", " somewhat mixed feelings"]] * len(suffixes)
+    fast = gemma.choice_logliks(prefix, suffixes, choices)
+    for suffix, row, got in zip(suffixes, choices, fast):
+        slow = [r.logprob for r in gemma.loglik([prefix + suffix] * len(row), row)]
+        assert got.logliks == pytest.approx(slow, abs=2e-3)
+
+
 def test_sampling_is_seeded_per_row_not_per_batch(gemma):
     params = GenerationParams(max_new_tokens=12, temperature=0.25)
     prompts = ["[Question]: What is 3 + 4?\n[Explanation]:", "[English]: Good morning.\n[Chinese]:",
