@@ -3,13 +3,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import shlex
 import sys
+from datetime import datetime
 from dataclasses import replace
 from pathlib import Path
 
 from bench.errors import BenchError, ConfigError
-from bench.options import HelpFormatter, default_data_dir
+from bench.options import HelpFormatter, Parser, default_data_dir
 from bench.tasks.base import CALIBRATIONS, REWARDS, SCORINGS
 
 SUBCOMMANDS = {  # name -> what it does, for `python -m bench --help`
@@ -22,6 +25,7 @@ SUBCOMMANDS = {  # name -> what it does, for `python -m bench --help`
     "data": "fetch the bundled data from its pinned sources (checksums verified), or verify a data folder",
 }
 ALL_TASKS = "gsm8k,aquarat,wmt19"
+DEMO_METHODS = ("zero-shot", "few-shot", "knn", "mmr")  # what a bare run shows the plan of (the README demo)
 EXIT_FIT_FAILED = 3  # some (method, task) fits failed; their rows say why (2 is bad input)
 
 
@@ -78,10 +82,11 @@ def _positive(value: str) -> int:
 
 
 def run_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench [run]", description="Benchmark ICL demonstration selectors.",
+    p = Parser(prog="python -m bench run", description="Benchmark ICL demonstration selectors.",
                                 formatter_class=HelpFormatter)
-    p.add_argument("--methods", type=_csv, default=["zero-shot", "few-shot", "knn", "mmr"],
-                   help="comma-separated method names, or 'all' (see `python -m bench list`)")
+    p.add_argument("--methods", type=_csv, default=None,
+                   help="comma-separated method names, or 'all' (see `python -m bench list`); without it, a run "
+                        "prints the plan of the README's demo methods and runs nothing")
     p.add_argument("--only", type=_csv, default=None, metavar="CELLS",
                    help="run just these of --methods now, in this order (expanded names such as "
                         "pirank@dearicl-data); the run's method list, budgets and identity stay those of --methods, "
@@ -134,22 +139,26 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per server request")
     p.add_argument("--retries", type=int, default=3,
                    help="retries per server request (the openai SDK: exponential backoff, honours Retry-After)")
-    p.add_argument("--data-dir", type=Path, default=None, help="folder laid out like ../shared/data (or BENCH_DATA_DIR)")
+    p.add_argument("--data-dir", type=Path, default=None,
+                   help="folder laid out like ../shared/data (default: BENCH_DATA_DIR, else ../shared/data beside "
+                        "the project)")
     p.add_argument("--data-source", choices=["local", "hub"], default="local",
                    help="hub: the bundled files downloaded once from their pinned sources into a cache (online)")
     p.add_argument("--n-test", type=_count_or_all, default=20,
                    help="test items per task (seeded subsample), or 'all'")
     p.add_argument("--n-val", type=_positive, default=20, help="validation items per task")
     p.add_argument("--pool-size", type=_positive, default=None, help="subsample the demonstration pool")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="seeds the subsamples, the selectors' randomness and sampling (per call, from its cache key)")
     p.add_argument("--k", type=_positive, default=5, help="demonstrations per prompt")
-    p.add_argument("--out", type=Path, default=None, help="run folder (default runs/<llm>-seed<seed>)")
+    p.add_argument("--out", type=Path, default=None, help="run folder (default: runs/<llm>-seed<seed>-<date>-<time>, a new one each time)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
     p.add_argument("--llm-budget", type=_positive, default=None,
                    help="cap on selection-phase LLM calls per selector and task")
     p.add_argument("--method-budget", action="append", default=[], metavar="METHOD=N",
                    help="this selector's own cap instead of --llm-budget, e.g. lucb-static=1000 (repeatable)")
-    p.add_argument("--max-new-tokens", type=_positive, default=1000)
+    p.add_argument("--max-new-tokens", type=_positive, default=1000,
+                   help="generation cap per call (the paper's 1000; a classification task caps its labels at 8)")
     p.add_argument("--temperature", type=float, default=0.25, help="0 = greedy")
     p.add_argument("--param", type=_param, action="append", default=[], metavar="METHOD.NAME=VALUE",
                    help="selector parameter, e.g. mmr.lam=0.7; *.n_arms=20 sets it for every selector that has it")
@@ -223,6 +232,14 @@ def resolved_options(args: argparse.Namespace, method_params: dict) -> dict:
     return {**options, "params": method_params}
 
 
+def default_out(args: argparse.Namespace) -> Path:
+    """runs/<llm>-seed<seed>-<time>: a second run never collides with the first."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # every process must name the same folder
+        raise ConfigError("a run of several processes needs --out DIR")
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{args.llm.replace('/', '_')}-seed{args.seed}-{stamp}"
+
+
 def run_config(args: argparse.Namespace, file_params: dict | None = None, command: str = ""):
     """The RunConfig of parsed run options (the CLI's and bench.evaluate's one path)."""
     from bench.llm import GenerationParams, LLMSpec
@@ -236,7 +253,7 @@ def run_config(args: argparse.Namespace, file_params: dict | None = None, comman
         method_params.setdefault(method, {})[name] = value
     method_budgets = _method_budgets(args.method_budget)
     data_dir = args.data_dir or default_data_dir()
-    out = args.out or Path("runs") / f"{args.llm.replace('/', '_')}-seed{args.seed}"
+    out = args.out or default_out(args)
     llm = LLMSpec(name=args.llm, backend=args.backend, api_base=args.api_base, api=args.openai_api,
                   gguf_file=args.gguf_file, batch_size=args.batch_size, prefix_batch_size=args.prefix_batch_size,
                   kv_cache_gib=args.kv_cache_gib, concurrency=args.concurrency, timeout_s=args.timeout,
@@ -272,7 +289,16 @@ def cmd_run(argv: list[str]) -> int:
     parser = run_parser()
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--config", type=Path, default=None)
-    config_path = pre.parse_known_args(argv)[0].config
+    pre.add_argument("--resume", action="store_true")
+    pre.add_argument("--out", type=Path, default=None)
+    early = pre.parse_known_args(argv)[0]
+    config_path = early.config
+    if early.resume and config_path is None:
+        if early.out is None:
+            raise ConfigError("--resume needs --out DIR, the run folder to continue")
+        saved = early.out / "run_config.yaml"
+        if saved.is_file():  # `--resume --out DIR` alone: the run's own settings, flags on top
+            config_path = saved
     file_params = config_defaults(parser, config_path) if config_path else {}
     args = parser.parse_args(argv)
     from bench.distributed import init
@@ -280,25 +306,28 @@ def cmd_run(argv: list[str]) -> int:
 
     config = run_config(args, file_params, shlex.join(["python", "-m", "bench", "run", *argv]))
     out = config.out
-    if args.dry_run:
+    bare = args.methods is None
+    if bare:  # a bare run is a question, not an hour of work: show the demo's plan
+        config.methods = list(DEMO_METHODS)
+    if args.dry_run or bare:
         from bench.plan import DEFAULT_DECODE_TPS, DEFAULT_PREFILL_TPS, plan, render_plan
 
         decode = args.tokens_per_second or DEFAULT_DECODE_TPS
         prefill = args.prefill_tokens_per_second or DEFAULT_PREFILL_TPS
         if decode <= 0 or prefill <= 0:
             raise ConfigError("--tokens-per-second and --prefill-tokens-per-second must be > 0")
-        print(render_plan(plan(Runner(config, check_out=False)), config.llm.name, prefill, decode))
+        # the same checks as the run itself (names, data, k <= pool, --out), then the plan
+        print(render_plan(plan(Runner(config)), config.llm.name, prefill, decode))
+        if bare:
+            print(f"\nNothing was run: pass --methods (e.g. --methods {','.join(DEMO_METHODS)}, or all) to run "
+                  "this plan.")
         return 0
     runner = Runner(config, init())
     results = runner.run()
     if not results:
         return 0
     print(f"wrote {out}/records.jsonl, calls.jsonl, results.json, report.md")
-    for run in results["runs"]:
-        score = "FAILED" if run["score"] is None else f"{100 * run['score']:.2f}"
-        warned = f"  ({len(run['warnings'])} warning(s))" if run.get("warnings") else ""
-        print(f"  {run['method']:>14} {run['task']:>8}  {run['metric']} {score}  "
-              f"n={run['n']}  calls sel/inf={run['llm_calls']['selection']}/{run['llm_calls']['inference']}{warned}")
+    print(summary_table(results))
     from reports.results import failed_runs
 
     failed = failed_runs(results)
@@ -307,11 +336,37 @@ def cmd_run(argv: list[str]) -> int:
     return EXIT_FIT_FAILED if failed else 0
 
 
-def cmd_list(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench list", formatter_class=HelpFormatter)
+def summary_table(results: dict) -> str:
+    """The console's last word on a run: per method and task, n, the score x100 (the reports' scale) with its
+    95% bootstrap interval, and the LLM calls."""
+    from tabulate import tabulate
+
+    rows = []
+    for run in results["runs"]:
+        label = run.get("metric_label") or run["metric"]
+        if run["score"] is None:
+            score, interval = "FAILED", ""
+        else:
+            score = f"{100 * run['score']:.2f}"
+            interval = "" if run.get("ci_low") is None else f"[{100 * run['ci_low']:.1f}, {100 * run['ci_high']:.1f}]"
+        warned = f"{len(run['warnings'])}" if run.get("warnings") else ""
+        rows.append([run["method"], run["task"], label, run["n"], score, interval,
+                     f"{run['llm_calls']['selection']}/{run['llm_calls']['inference']}", warned])
+    return tabulate(rows, headers=["method", "task", "metric", "n", "score ×100", "95% CI ×100", "calls sel/inf",
+                                   "warnings"], tablefmt="simple", disable_numparse=True, colalign=(
+        "left", "left", "left", "right", "right", "left", "right", "right"))
+
+
+def list_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="python -m bench list", formatter_class=HelpFormatter)
     p.add_argument("--plugin", action="append", default=[], help="module that registers selectors or tasks")
     p.add_argument("--task-file", type=Path, action="append", default=[], metavar="FILE.yaml",
                    help="a task spec to list with the others")
+    return p
+
+
+def cmd_list(argv: list[str]) -> int:
+    p = list_parser()
     args = p.parse_args(argv)
     from bench.llm.registry import ALIASES
     from bench.tasks import TASKS, load_task_entry_points, load_task_file
@@ -322,24 +377,32 @@ def cmd_list(argv: list[str]) -> int:
     for path in args.task_file:
         load_task_file(path)
     load_task_entry_points()
-    print("methods:")
-    for name, cls in sorted(available().items()):
-        doc = (cls.__doc__ or sys.modules[cls.__module__].__doc__ or "").strip().splitlines()[0]
-        print(f"  {name:<20} {cls.level:<9} {doc}")
-    print("tasks:")
-    for name, cls in TASKS.items():
-        kind = f"{len(cls.labels)} labels" if cls.labels else "generation"
-        about = cls.description or (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()[0]
-        print(f"  {name:<20} {cls.metric_name:<13} {kind:<10} {about}")
-    print("llm aliases:")
-    for name, alias in ALIASES.items():
-        where = ", ".join(f"{b}={m}" for b, m in alias.names.items())
-        print(f"  {name:<20} {where}  ({alias.note})")
+    from tabulate import tabulate
+
+    def table(rows):  # aligned, however long a name; descriptions whole
+        return tabulate(rows, tablefmt="plain", disable_numparse=True)
+
+    methods = [[name, cls.level, first_sentence(cls.__doc__ or sys.modules[cls.__module__].__doc__)]
+               for name, cls in sorted(available().items())]
+    tasks = [[name, cls.metric_name, f"{len(cls.labels)} labels" if cls.labels else "generation",
+              cls.description or first_sentence(sys.modules[cls.__module__].__doc__)] for name, cls in TASKS.items()]
+    aliases = [[name, ", ".join(f"{b}={m}" for b, m in alias.names.items()), alias.note]
+               for name, alias in ALIASES.items()]
+    for title, rows in (("methods", methods), ("tasks", tasks), ("llm aliases", aliases)):
+        print(f"{title}:")
+        print("\n".join("  " + line for line in table(rows).splitlines()))
     return 0
 
 
-def cmd_report(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench report", formatter_class=HelpFormatter)
+def first_sentence(doc: str | None) -> str:
+    """The first sentence of a docstring's first paragraph, whatever its line breaks."""
+    paragraph = " ".join((doc or "").strip().split("\n\n")[0].split())
+    end = re.search(r"(?<!\bal)(?<!e\.g)(?<!i\.e)\.\s(?=[A-Z`(])", paragraph)  # "Wei et al. 2022" is no end
+    return paragraph if end is None else paragraph[:end.start() + 1]
+
+
+def report_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="python -m bench report", formatter_class=HelpFormatter)
     p.add_argument("dirs", type=Path, nargs="+",
                    help="run folder(s); several are merged, one column group each; or one study folder (run folders inside)")
     p.add_argument("--baseline", default=None, help="method for the paired t-tests (default case-dynamic)")
@@ -347,6 +410,11 @@ def cmd_report(argv: list[str]) -> int:
     p.add_argument("--exemplars", type=int, default=0, help="show N test items where two methods disagree")
     p.add_argument("--exemplar-methods", type=_csv, default=None, help="the two methods (default: the paper's pair)")
     p.add_argument("--out", type=Path, default=None, help="merged report file (several folders; default: print)")
+    return p
+
+
+def cmd_report(argv: list[str]) -> int:
+    p = report_parser()
     args = p.parse_args(argv)
     from reports.costs import PriceTable
     from reports.render import merged_report, write_report
@@ -373,18 +441,29 @@ def cmd_report(argv: list[str]) -> int:
     return 0
 
 
-def cmd_compare(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench compare", formatter_class=HelpFormatter)
+def compare_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="python -m bench compare", formatter_class=HelpFormatter)
     p.add_argument("dir", type=Path, help="run folder (or its results.json)")
     p.add_argument("--to", type=Path, required=True, help="reference results.json")
     p.add_argument("--tolerance", type=float, default=0.0, help="allowed score drop (metric units, 0-1)")
     p.add_argument("--calls-tolerance", type=float, default=None,
                    help="allowed relative rise of LLM calls (default: --tolerance)")
+    p.add_argument("--allow-different", action="store_true",
+                   help="compare even when the runs' shared settings (tasks, n-test, seed, LLM, decoding, ...) differ")
+    return p
+
+
+def cmd_compare(argv: list[str]) -> int:
+    p = compare_parser()
     args = p.parse_args(argv)
-    from bench.compare import compare, format_checks
+    from bench.compare import compare, differing_settings, format_checks
     from reports.results import load_results
 
-    checks = compare(load_results(args.dir), load_results(args.to), args.tolerance,
+    current, reference = load_results(args.dir), load_results(args.to)
+    differ = differing_settings(current, reference)
+    if differ and not args.allow_different:
+        raise ConfigError(f"the runs are not alike: {'; '.join(differ)} (--allow-different compares them anyway)")
+    checks = compare(current, reference, args.tolerance,
                      args.tolerance if args.calls_tolerance is None else args.calls_tolerance)
     print(format_checks(checks))
     failed = [c for c in checks if not c.ok]
@@ -443,10 +522,11 @@ def top_help() -> str:
     return "\n".join(lines)
 
 
-def cmd_data(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench data", formatter_class=HelpFormatter,
+def data_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="python -m bench data", formatter_class=HelpFormatter,
                                 description="The data folder from its pinned sources (bench/data.py).")
-    p.add_argument("action", choices=["fetch", "verify"])
+    p.add_argument("action", choices=["fetch", "verify"],
+                   help="fetch: download, convert and check the files into --to; verify: check a data folder's files")
     from bench.data import MANIFEST
 
     p.add_argument("--tasks", type=_csv, default=list(MANIFEST), help="comma-separated tasks")
@@ -455,6 +535,11 @@ def cmd_data(argv: list[str]) -> int:
     p.add_argument("--mirror", default=None,
                    help="base URL laid out like https://raw.githubusercontent.com (or BENCH_DATA_MIRROR)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per download")
+    return p
+
+
+def cmd_data(argv: list[str]) -> int:
+    p = data_parser()
     args = p.parse_args(argv)
     from bench.data import check_tasks, fetch, verify
 

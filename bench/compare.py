@@ -1,6 +1,7 @@
 """`bench compare`: the CI regression check of a run against a reference results.json."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from tabulate import tabulate
@@ -14,6 +15,23 @@ class Check:
     reference: float
     current: float | None
     ok: bool
+
+
+# settings two runs must share for their scores to be compared: the items, the LLM, its decoding, the scoring
+SHARED_SETTINGS = ("tasks", "n_test", "n_val", "pool_size", "seed", "k", "llm", "generation", "selection_llm",
+                   "selection_generation", "scoring", "calibration", "reward")
+
+
+def differing_settings(current: dict, reference: dict) -> list[str]:
+    """'n_test 5 here, 2 in the reference' for each shared setting the two runs' results.json disagree on."""
+    ours, theirs = current.get("config", {}), reference.get("config", {})
+    return [f"{key} {_plain(ours.get(key))} here, {_plain(theirs.get(key))} in the reference"
+            for key in SHARED_SETTINGS if ours.get(key) != theirs.get(key)]
+
+
+def _plain(value) -> str:
+    text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
+    return text if len(text) <= 50 else text[:49] + "…"
 
 
 def compare(current: dict, reference: dict, tolerance: float, calls_tolerance: float) -> list[Check]:

@@ -2,17 +2,18 @@
 from __future__ import annotations
 
 import os
-import sys
+import time
 from typing import Sequence
 
 import numpy as np
 
 from bench.errors import ConfigError
 from bench.items import Item
-from bench.log import LOG
+from bench.log import LOG, Progress
 from bench.metrics import local_encoder_path
 
 HUB_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
+ENCODE_CHUNK = 512  # texts per progress step
 
 
 def item_text(item: Item, with_output: bool = False) -> str:
@@ -38,6 +39,7 @@ class Encoder:
         self.batch_size = batch_size
         self._model = None
         self._memo: dict[str, np.ndarray] = {}
+        self.seconds = 0.0  # wall time spent embedding (a fit's runtime splits into embedding, LLM and the rest)
 
     @property
     def name(self) -> str:
@@ -63,11 +65,21 @@ class Encoder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         missing = sorted({t for t in texts if t not in self._memo})
         if missing:
-            bar = len(missing) > 500 and sys.stderr.isatty()  # a bar for long encodes, not in logs
+            began = time.perf_counter()
             (LOG.info if len(missing) >= 100 else LOG.debug)("embedding %d texts with %s", len(missing), self.name)
-            vectors = self._load().encode(missing, batch_size=self.batch_size, normalize_embeddings=True,
-                                          convert_to_numpy=True, show_progress_bar=bar)
-            self._memo.update(zip(missing, vectors.astype(np.float32)))
+            # a long encode (a 47k-item SST-2 pool) shows live progress, as a bar or as log lines
+            bar = Progress(len(missing), f"embedding with {self.name}", enabled=len(missing) >= 1000, unit="texts")
+            try:
+                step = ENCODE_CHUNK if len(missing) >= 2 * ENCODE_CHUNK else len(missing)  # short: one call
+                for start in range(0, len(missing), step):
+                    chunk = missing[start:start + step]
+                    vectors = self._load().encode(chunk, batch_size=self.batch_size, normalize_embeddings=True,
+                                                  convert_to_numpy=True, show_progress_bar=False)
+                    self._memo.update(zip(chunk, vectors.astype(np.float32)))
+                    bar.update(len(chunk))
+            finally:
+                bar.close()
+                self.seconds += time.perf_counter() - began
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([self._memo[t] for t in texts])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,26 +50,64 @@ def run_log(folder: Path):
 
 
 class Progress:
-    """A tqdm bar on a terminal; without one (CI, nohup, a pipe), an INFO line at most every `every` seconds."""
+    """Live progress of one phase. On a terminal, a tqdm bar (count, rate, ETA) redrawn every second, so that a
+    long LLM batch shows its elapsed time too; elsewhere (CI, nohup, a pipe, a notebook's bench.evaluate), an INFO
+    line every `every` seconds with the count, elapsed time and ETA, whether or not the count moved."""
 
     def __init__(self, total: int | None, desc: str, enabled: bool = True, every: float = 10.0, unit: str = "it",
                  leave: bool = False):
         self.total, self.desc, self.every, self.unit, self.n = total, desc, every, unit, 0
         self.enabled = enabled
         self.bar = None
-        self.last = time.monotonic()
+        self.began = self.last = time.monotonic()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._beat = None
         if enabled and sys.stderr.isatty():
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=total, desc=desc, unit=unit, leave=leave)
+            self.bar = tqdm(total=total, desc=desc, unit=unit, leave=leave, dynamic_ncols=True)
+        if enabled:
+            self._beat = threading.Thread(target=self._heartbeat, name=f"progress {desc}", daemon=True)
+            self._beat.start()
+
+    def _heartbeat(self) -> None:
+        quiet = max(self.every, 1.0)  # a log line at most this often when nothing moves
+        while not self._stop.wait(min(quiet, 1.0)):
+            with self._lock:
+                if self.bar is not None:
+                    self.bar.refresh()  # the elapsed time ticks on while one batch is being answered
+                elif time.monotonic() - self.last >= quiet:
+                    self._log()
+
+    def _log(self) -> None:
+        self.last = time.monotonic()
+        LOG.info("%s", self.line())
+
+    def line(self) -> str:
+        """'inference knn/sst2: 12/50 items, 0:31 elapsed, ETA 1:38' (the ETA once something is done)."""
+        elapsed = time.monotonic() - self.began
+        done = f"{self.n}/{self.total}" if self.total else f"{self.n}"
+        eta = ""
+        if self.total and 0 < self.n < self.total:
+            eta = f", ETA {_clock(elapsed / self.n * (self.total - self.n))}"
+        return f"{self.desc}: {done} {self.unit}, {_clock(elapsed)} elapsed{eta}"
 
     def update(self, n: int = 1) -> None:
-        self.n += n
-        if self.bar is not None:
-            self.bar.update(n)
-        elif self.enabled and time.monotonic() - self.last >= self.every:
-            self.last = time.monotonic()
-            LOG.info("%s: %d%s %s", self.desc, self.n, f"/{self.total}" if self.total else "", self.unit)
+        with self._lock:
+            self.n += n
+            if self.bar is not None:
+                self.bar.update(n)
+            elif self.enabled and time.monotonic() - self.last >= self.every:
+                self._log()
+
+    def grow(self, n: int) -> None:
+        """The phase turned out n steps longer (a calibrated task's content-free calls)."""
+        with self._lock:
+            self.total = (self.total or 0) + n
+            if self.bar is not None:
+                self.bar.total = self.total
+                self.bar.refresh()
 
     def set(self, n: int) -> None:
         """Move to an absolute count (e.g. a call counter read after each pull)."""
@@ -76,5 +115,14 @@ class Progress:
             self.update(n - self.n)
 
     def close(self) -> None:
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join()
         if self.bar is not None:
             self.bar.close()
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"

@@ -6,6 +6,19 @@ import os
 from pathlib import Path
 
 
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (ConfigError: "error: ...", exit 2): the usage is for --help."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        from bench.errors import ConfigError
+
+        raise ConfigError(f"{message} (`{self.prog} --help` lists the options)")
+
+
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows each option's default, unless it is unset or the help text already names it."""
 

@@ -46,7 +46,7 @@ class RewardOracle:
         self.budget_exhausted = False
         self.parent: RewardOracle | None = None
         self.llm_seconds = 0.0  # wall time inside LLM calls (reward scoring is not counted)
-        self.on_calls = None  # called with the call count after each charge (the fit's progress bar)
+        self.on_calls = None  # called with the call count once a pull is answered (the fit's progress bar)
 
     def child(self, budget: int | None) -> "RewardOracle":
         """A sub-oracle with its own budget (e.g. per test query) whose calls also count here.
@@ -75,8 +75,13 @@ class RewardOracle:
         if self.parent is not None:
             self.parent._charge(keys)  # the run-level budget binds per-query runs too
         self._requested |= new
+
+    def _answered(self) -> None:
+        """Tell the fit's progress bar, once the calls just charged are answered."""
         if self.on_calls is not None:
             self.on_calls(len(self._requested))
+        if self.parent is not None:
+            self.parent._answered()
 
     def pull(self, demos: Sequence[Item], items: Sequence[Item]) -> np.ndarray:
         """Rewards of one arm on each item (one LLM call per item, bench/answering.py: the task's reward);
@@ -90,6 +95,7 @@ class RewardOracle:
                          sample_indices=indices)
         self._add_llm_seconds(time.perf_counter() - began)
         rewards = reward_of(self.task, answers, items, self.bertscore)
+        self._answered()
         for it in items:
             self._pulls_of[(demo_ids, it.id)] += 1
         self.history.append(Pull(demo_ids, tuple(it.id for it in items), tuple(float(r) for r in rewards)))
@@ -103,11 +109,15 @@ class RewardOracle:
     def loglik(self, contexts: Sequence[str], continuations: Sequence[str]) -> list[float]:
         """Scores for selectors that need log-likelihoods (LENS, UDR); counted like pulls."""
         self._charge([self.client.loglik_key(c, x) for c, x in zip(contexts, continuations)])
-        return self.client.loglik(contexts, continuations, scope=self.scope)
+        scores = self.client.loglik(contexts, continuations, scope=self.scope)
+        self._answered()
+        return scores
 
     def generate(self, prompts: Sequence[str]) -> list[str]:
         """Free generation for selectors that write text (BRIDGE's rationales); counted."""
         params = self.client.params_for(self.task)
         keys = [self.client.generate_key(p, params, 0) for p in prompts]
         self._charge(keys)
-        return [g.text for g in self.client.generate(prompts, scope=self.scope, params=params)]
+        texts = [g.text for g in self.client.generate(prompts, scope=self.scope, params=params)]
+        self._answered()
+        return texts

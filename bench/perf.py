@@ -28,21 +28,22 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.options import HelpFormatter, default_data_dir
+from bench.options import HelpFormatter, Parser, default_data_dir
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench perf", formatter_class=HelpFormatter,
+    p = Parser(prog="python -m bench perf", formatter_class=HelpFormatter,
                                 description="Measure the speed ratios P3, P4, P5.")
-    p.add_argument("--task", default="gsm8k")
+    p.add_argument("--task", default="gsm8k", help="task whose prompts are timed")
     p.add_argument("--llm", default="gemma3-270m", choices=["gemma3-270m", "smollm2-135m"], help="embedded model")
     p.add_argument("--repeats", type=int, default=3, help="timings per measurement; the median is reported")
     p.add_argument("--engines", default=None,
                    help="comma-separated engines timed on the same pull for P7 (hf,llamacpp); P7 only when given")
     p.add_argument("--only-engines", action="store_true", help="measure P7 only (skip P3, P4, P5)")
-    p.add_argument("--data-dir", type=Path, default=None)
+    p.add_argument("--data-dir", type=Path, default=None,
+                   help="data folder (default: BENCH_DATA_DIR, else ../shared/data beside the project)")
     p.add_argument("--items", type=int, default=20, help="validation items in the measured pull (P3)")
-    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--max-new-tokens", type=int, default=64, help="tokens decoded per item in the timed pulls")
     p.add_argument("--prefix-batch-size", type=int, default=32, help="items decoded together after the prefix")
     p.add_argument("--p5-pulls", type=int, default=4, help="bandit pulls measured for P5")
     p.add_argument("--p5-items", type=int, default=4, help="validation items per pull for P5")

@@ -2,7 +2,8 @@
 
 Per method x task: LLM calls (inference: one per test item, exact; selection: the selector's own bound,
 capped by --llm-budget, or 'unbounded'), prompt and completion tokens (prompt tokens ~ characters / 4 of the
-rendered prompts, no tokenizer loaded; completions between the gold answers' length and --max-new-tokens) and a
+rendered prompts, no tokenizer loaded; completions between the gold answers' length and --max-new-tokens, or the
+task's own cap; none for ranked labels) and a
 time estimate from prefill and decode rates. Cache hits, which make reruns and shared pulls free, are ignored:
 every number is an estimate of the first run, and the selection and token columns are upper bounds where marked.
 """
@@ -56,7 +57,9 @@ def plan(runner) -> list[PlanRow]:
     rows = []
     for task in runner.tasks:
         splits = runner.splits[task.name]
-        high = cfg.generation.max_new_tokens
+        # ranked labels generate nothing (one pass per item); a generated label stops within the task's cap
+        high = 0 if task.scoring == "rank" else min(cfg.generation.max_new_tokens,
+                                                    task.max_new_tokens or cfg.generation.max_new_tokens)
         profiles: dict[int, tuple[int, int]] = {}  # demonstrations per prompt -> token profile
         for method in runner.now:  # --only: the cells this command would run
             selector = runner._selector(method)

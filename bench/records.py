@@ -48,6 +48,8 @@ class FitSummary:
     selection_key: str = ""  # bench.selections.selection_key: a run with the same key can replay these records
     warnings: list[str] = field(default_factory=list)  # the fit ran degraded (fallbacks, less data than asked)
     error: str = ""  # the fit failed (FitFailed): the row has no score
+    llm_seconds: float = 0.0  # of selection_seconds: inside the LLM (pulls, log-likelihoods)
+    embedding_seconds: float = 0.0  # of selection_seconds: embedding texts (the pool, queries)
 
 
 def append_jsonl(path: Path, rows: Iterable) -> None:

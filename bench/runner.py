@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import time
 from datetime import datetime, timezone
 from dataclasses import asdict, dataclass, field, replace
@@ -124,6 +125,12 @@ class RunConfig:
                 "llm_budget": self.budget_for(method), **({"task_spec": spec} if spec else {})}
 
 
+def _short(value, width: int = 60) -> str:
+    """A setting's value for a one-line message."""
+    text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
 def expand_methods(methods: list[str], ltr_data: tuple[str, ...] = ("own",), instances: set[str] = frozenset()
                    ) -> list[str]:
     """Method names to run: `all` in the paper's table order; LTR selectors per --ltr-data source.
@@ -208,6 +215,11 @@ class Runner:
         self.splits = {task.name: task.load_splits(config.data_dir, n_test=config.n_test, n_val=config.n_val,
                                                    pool_size=config.pool_size, seed=config.seed,
                                                    source=config.data_source) for task in self.tasks}
+        for name in self.methods:  # what each selector needs of the splits (k <= pool), still before any model
+            selector = self._selector(name)
+            for task in self.tasks:
+                splits = self.splits[task.name]
+                selector.check_splits(task, len(splits.pool), len(splits.validation))
 
     def _selector(self, method: str):
         """A fresh selector: a copy of a given instance, or one made from the registry with its parameters."""
@@ -253,8 +265,10 @@ class Runner:
         identity = {k: v for k, v in json.loads(json.dumps(self.cfg.identity())).items() if k not in CELL_KEYS}
         shared = {k: v for k, v in previous.get("identity", {}).items() if k not in CELL_KEYS}
         if shared != identity:  # as it reads back from disk
-            diff = sorted(k for k in identity if shared.get(k) != identity[k])
-            raise ConfigError(f"--resume: settings differ from the run in {self.out} ({', '.join(diff)})")
+            diff = [f"{k}: {_short(shared.get(k))} there, {_short(identity.get(k))} now"
+                    for k in sorted(set(identity) | set(shared)) if shared.get(k) != identity.get(k)]
+            raise ConfigError(f"--resume: settings differ from the run in {self.out} ({'; '.join(diff)}); "
+                              f"`--resume --out {self.out}` alone resumes with its own settings")
         self.cells = self._previous_cells(previous)
         ran = methods_with_rows(self.out)
         for method in self.methods:
@@ -301,13 +315,27 @@ class Runner:
 
     # ---- the run ------------------------------------------------------------------------------
     def run(self) -> dict:
+        created = self.dist.is_main and not self.out.exists()
         if self.dist.is_main:
             self.out.mkdir(parents=True, exist_ok=True)
         self.dist.barrier()
         if not self.dist.is_main:
             return self._run()
-        with run_log(self.out):
-            return self._run()
+        try:
+            with run_log(self.out):
+                return self._run()
+        except BaseException:
+            if created and not self._answered_any():  # nothing worth keeping: the corrected command can use --out
+                shutil.rmtree(self.out, ignore_errors=True)
+                LOG.info("removed %s: the run failed before any LLM answer was cached", self.out)
+            raise
+
+    def _answered_any(self) -> bool:
+        """Whether this run's cache holds an LLM answer (an answer is kept, and --resume can reuse it)."""
+        client = getattr(self, "client", None)
+        if client is not None and client.cache is not None:
+            return len(client.cache) > 0
+        return (self.out / "cache.sqlite").exists() and (self.out / "cache.sqlite").stat().st_size > 0
 
     def _supersede(self) -> None:
         """Cells whose settings changed: redone when run now (old rows set aside), else kept and named."""
@@ -449,7 +477,7 @@ class Runner:
         bar = Progress(bound or None, f"fit {selector.name}/{task.name}", self.cfg.progress and self.dist.is_main,
                        unit="selection calls")
         oracle.on_calls = bar.set
-        began = time.perf_counter()
+        began, embedded = time.perf_counter(), self.encoder.seconds
         error = ""
         try:
             selector.fit(ctx)
@@ -474,7 +502,9 @@ class Runner:
                           group=selector.table_group or selector.level,
                           selection_seconds=round(seconds, 3), selection_calls=oracle.calls,
                           budget=budget, budget_exhausted=oracle.budget_exhausted,
-                          trace=selector.trace(), warnings=warnings, error=error)
+                          trace=selector.trace(), warnings=warnings, error=error,
+                          llm_seconds=round(oracle.llm_seconds, 3),
+                          embedding_seconds=round(self.encoder.seconds - embedded, 3))
 
     def _infer(self, task: Task, selector, items: list[Item], test_ids: set[str],
                records_path: Path) -> dict[str, list[Item]]:
@@ -488,8 +518,9 @@ class Runner:
         step = max(1, (backend.prefix_batch_size or backend.batch_size) if selector.level == "task"
                    else backend.batch_size)
         LOG.info("inference %s on %s: %d items", selector.name, task.name, len(items))
+        # counted in LLM calls as they are answered, batch by batch (a calibrated task adds its content-free calls)
         bar = Progress(len(items), f"inference {selector.name}/{task.name}", self.cfg.progress and self.dist.is_main,
-                       unit="items")
+                       unit="calls")
         for start in range(0, len(items), step):
             chunk = items[start:start + step]
             demos, select_s, infos = [], [], []
@@ -503,7 +534,13 @@ class Runner:
                     raise BenchError(f"{selector.name} chose test items as demonstrations: {', '.join(leaked)}")
                 demos.append(chosen)
             prompts = [self.client.render(task, d, it) for d, it in zip(demos, chunk)]
-            got = answer(self.client, task, demos, chunk, scope=scope)
+            if task.scoring == "rank" and task.calibration == "contextual":
+                bar.grow(len(task.content_free_items()) * len({tuple(d.id for d in ds) for ds in demos}))
+            self.client.progress = bar.update  # only while answering: a per-query selector's pulls are not these
+            try:
+                got = answer(self.client, task, demos, chunk, scope=scope)
+            finally:
+                self.client.progress = None
             gens = got.gens
             rows = []
             for i, item in enumerate(chunk):
@@ -519,7 +556,6 @@ class Runner:
                     full_output=gens[i].text if THINK_CLOSE in gens[i].text or THINK_OPEN in gens[i].text else ""))
             append_jsonl(records_path, rows)
             picked.update({item.id: demos[i] for i, item in enumerate(chunk)})
-            bar.update(len(chunk))
         bar.close()
         return picked
 

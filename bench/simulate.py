@@ -14,7 +14,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from bench.errors import ConfigError, DataError
-from bench.options import HelpFormatter, default_data_dir
+from bench.options import HelpFormatter, Parser, default_data_dir
 from dearicl.arms import arm_embeddings, build_arms, cluster_labels, slot_similarity_features
 from dearicl.bandit import BanditConfig, GapIndexTopM
 from dearicl.confidence import CONFIDENCE_SEQUENCES, LUCB, true_simple_regret
@@ -45,22 +45,26 @@ DEFAULT_METHODS = "case,dearicl,dearicl-random,lucb,dearicl-pac"
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench simulate", formatter_class=HelpFormatter,
+    p = Parser(prog="python -m bench simulate", formatter_class=HelpFormatter,
                                 description="Run bandit methods on SIMULATED reward environments with known truth. "
                                             "Testbed families (nonlinear, slots, pairwise, order, latent) draw a "
                                             "new random instance per run; see dearicl/testbeds.py.")
-    p.add_argument("--env", choices=ENVS, required=True)
+    p.add_argument("--env", choices=ENVS, required=True,
+                   help="reward environment: linear (--features-csv, --theta), a testbed family, or custom "
+                        "(--reward-module)")
     p.add_argument("--methods", default=None,
                    help=f"comma-separated, or 'all': {', '.join(SIM_METHODS)} (default: {DEFAULT_METHODS}; "
                         "case only on linear)")
     p.add_argument("--runs", type=int, default=10, help="runs; each family run is a new random instance")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the instances and the methods' randomness")
     p.add_argument("--m", type=int, default=None, help="top-m size (default 2 linear, 10 otherwise)")
-    p.add_argument("--challengers", type=int, default=5)
-    p.add_argument("--delta", type=float, default=0.05)
+    p.add_argument("--challengers", type=int, default=5, help="|C_t|: challengers kept beside the top m")
+    p.add_argument("--delta", type=float, default=0.05, help="confidence parameter of the stop rules")
     p.add_argument("--epsilon", type=float, default=None, help="stop when B(ch,b) <= epsilon (default 0 linear, 0.1)")
-    p.add_argument("--beta", choices=["heuristic", "frequentist", "lucb1"], default="heuristic")
-    p.add_argument("--rule", choices=["greedy", "variance", "both"], default="greedy")
+    p.add_argument("--beta", choices=["heuristic", "frequentist", "lucb1"], default="heuristic",
+                   help="CASE's confidence width (GIFA's beta)")
+    p.add_argument("--rule", choices=["greedy", "variance", "both"], default="greedy",
+                   help="which arm of the ambiguous pair (b_t, ch_t) a round pulls")
     p.add_argument("--budget", type=int, default=None, help="max pulls per run")
     p.add_argument("--cs", choices=CONFIDENCE_SEQUENCES, default="query-bernstein",
                    help="the confidence sequence of lucb and dearicl-pac (dearicl/confidence.py)")
@@ -76,16 +80,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--noise", type=float, default=None,
                    help="reward noise std (default 0.5 linear; 0.1 otherwise: per-query std of the Beta rewards)")
     # embedding-based environments
-    p.add_argument("--task", default="aquarat")
-    p.add_argument("--data-dir", type=Path, default=None)
-    p.add_argument("--pool-size", type=int, default=300)
-    p.add_argument("--n-arms", type=int, default=100)
-    p.add_argument("--n-val", type=int, default=20)
-    p.add_argument("--k", type=int, default=5)
-    p.add_argument("--cold-start", type=int, default=5)
+    p.add_argument("--task", default="aquarat", help="task whose pool embeddings build the arms (families, custom)")
+    p.add_argument("--data-dir", type=Path, default=None,
+                   help="data folder (default: BENCH_DATA_DIR, else ../shared/data beside the project)")
+    p.add_argument("--pool-size", type=int, default=300, help="pool items the arms are drawn from")
+    p.add_argument("--n-arms", type=int, default=100, help="arms (k-subsets of the pool) per instance")
+    p.add_argument("--n-val", type=int, default=20, help="validation queries: a pull returns one reward per query")
+    p.add_argument("--k", type=int, default=5, help="demonstrations per arm")
+    p.add_argument("--cold-start", type=int, default=5, help="arms pulled once before the first round")
     p.add_argument("--reward-module", type=Path, help="custom: file defining reward(query_embedding, demo_embeddings, rng)")
     p.add_argument("--truth-samples", type=int, default=64, help="custom: draws averaged for the true means")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
 

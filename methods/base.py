@@ -104,10 +104,15 @@ class Selector(ABC):
     def check_task(self, task) -> None:
         """Raise ConfigError when the selector cannot run on this task; called before any model loads."""
 
+    def check_splits(self, task, pool: int, validation: int) -> None:
+        """Raise ConfigError when the run's splits cannot feed this selector (k demonstrations from a smaller
+        pool); called with the data loaded, before any model loads. Selectors with more needs extend it."""
+        if self.demos_per_prompt() > pool:
+            raise ConfigError(f"{self.name}: k={self.k} is larger than the pool of task '{task.name}' ({pool} items); "
+                              "lower --k or raise --pool-size")
+
     def check_pool(self, ctx: FitContext) -> None:
-        if self.k > len(ctx.pool):
-            raise ConfigError(f"{self.name}: k={self.k} is larger than the pool of task '{ctx.task.name}' "
-                              f"({len(ctx.pool)} items)")
+        self.check_splits(ctx.task, len(ctx.pool), len(ctx.validation))
 
 
 SELECTORS: dict[str, type[Selector]] = {}

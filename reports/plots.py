@@ -19,30 +19,64 @@ def _style(i: int) -> dict:
     return {"color": plt.get_cmap("tab10")(i % 10), "linestyle": STYLES[(i // 10) % 4], "marker": MARKERS[i % 8]}
 
 
+PARTS = (("embedding", "embedding texts", "#4c72b0"), ("llm", "LLM calls", "#dd8452"),
+         ("other", "training and search", "#55a868"))
+
+
 def selection_runtime_chart(runs: list[dict], path: Path) -> Path:
-    """Selection seconds as log-scale horizontal bars, one panel per task: readable with 25+ methods."""
+    """Selection seconds per method, one panel per task, each bar split into embedding, LLM calls and the rest
+    (training, search); a selector that took no time gets no bar, only its '0 s'. Every bar is labelled with its
+    total, so 25+ methods and times from milliseconds to hours stay readable on a linear axis."""
     methods = list(dict.fromkeys(r["method"] for r in runs))
     tasks = list(dict.fromkeys(r["task"] for r in runs))
-    cell = {(r["method"], r["task"]): r.get("selection_seconds") for r in runs}
-    floor = 1e-3  # selectors that took (almost) no time still get a visible bar
-    fig, axes = plt.subplots(1, len(tasks), figsize=(3.6 * len(tasks) + 1.6, 0.26 * len(methods) + 1.4),
+    cell = {(r["method"], r["task"]): r for r in runs}
+    fig, axes = plt.subplots(1, len(tasks), figsize=(3.8 * len(tasks) + 1.8, 0.28 * len(methods) + 1.6),
                              sharey=True, squeeze=False)
     y = np.arange(len(methods))
     for ax, task in zip(axes[0], tasks):
-        values = [max(cell.get((m, task)) or 0.0, floor) for m in methods]
-        ax.barh(y, values, color=[plt.get_cmap("tab10")(i % 10) for i in range(len(methods))])
-        ax.set_xscale("log")
+        totals = []
+        left = np.zeros(len(methods))
+        for key, label, colour in PARTS:
+            widths = np.array([_part(cell.get((m, task)), key) for m in methods])
+            ax.barh(y, widths, left=left, color=colour, label=label, height=0.7)
+            left += widths
+        totals = left
+        top = max(totals.max(), 1e-9)
+        for i, total in enumerate(totals):
+            ax.text(total + 0.01 * top, i, _seconds(total), va="center", fontsize=6)
+        ax.set_xlim(0, top * 1.25)
         ax.set_title(task, fontsize=9)
-        ax.set_xlabel("selection time (s, log)", fontsize=8)
-        ax.grid(axis="x", which="major", alpha=0.3)
+        ax.set_xlabel("selection time (s)", fontsize=8)
+        ax.grid(axis="x", alpha=0.3)
         ax.tick_params(labelsize=7)
     axes[0][0].set_yticks(y, methods)
     axes[0][0].invert_yaxis()
-    fig.suptitle("Subset selection runtime", fontsize=10)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=3, fontsize=7, frameon=False, bbox_to_anchor=(0.5, 1.0))
+    fig.suptitle("Selection time per method: embedding, LLM calls, training and search", fontsize=10, y=1.04)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def _part(run: dict | None, key: str) -> float:
+    if run is None:
+        return 0.0
+    split = run.get("selection_time")
+    if split is None:  # results.json written before the split: everything counts as "the rest"
+        return float(run.get("selection_seconds") or 0.0) if key == "other" else 0.0
+    return float(split.get(key) or 0.0)
+
+
+def _seconds(value: float) -> str:
+    if value <= 0:
+        return "0 s"
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 120:
+        return f"{value:.1f} s"
+    return f"{value / 60:.1f} min"
 
 
 def convergence_plot(traces: dict[str, list[dict] | list[list[dict]]], path: Path, title: str = "") -> Path:
@@ -85,32 +119,57 @@ def convergence_plot(traces: dict[str, list[dict] | list[list[dict]]], path: Pat
 
 
 def accuracy_vs_calls(runs: list[dict], path: Path) -> Path:
-    """Score against selection-phase LLM calls (log, +1), one panel per task, with 95% intervals: what each
-    selector's LLM budget buys."""
+    """Score (x100, on the metric's full 0-100 range) against selection-phase LLM calls, one panel per task, with
+    95% intervals. Methods that made no selection call sit side by side in their own band left of a log axis
+    (each labelled), instead of on one point; methods with calls are placed at their count on the log axis."""
     tasks = list(dict.fromkeys(r["task"] for r in runs if r.get("score") is not None))
     methods = list(dict.fromkeys(r["method"] for r in runs))
-    fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(4.2 * max(1, len(tasks)) + 2.2, 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(4.6 * max(1, len(tasks)) + 2.4, 4.0), squeeze=False)
     for ax, task in zip(axes[0], tasks):
-        for r in (r for r in runs if r["task"] == task and r.get("score") is not None):
+        rows = [r for r in runs if r["task"] == task and r.get("score") is not None]
+        free = [r for r in rows if r["llm_calls"]["selection"] == 0]
+        paid = [r for r in rows if r["llm_calls"]["selection"] > 0]
+        most = max([r["llm_calls"]["selection"] for r in paid] or [10])
+        # the zero-call band spans two decades left of the smallest count, one slot per method
+        low = min([r["llm_calls"]["selection"] for r in paid] or [1])
+        band = np.geomspace(low / 100, low / 3, max(len(free), 1)) if free else []
+        # methods at the same count (a shared budget) are dodged sideways by a few percent, not drawn on one point
+        same: dict[int, list[dict]] = {}
+        for r in paid:
+            same.setdefault(r["llm_calls"]["selection"], []).append(r)
+        placed = [(r, count * 1.07 ** (j - (len(group) - 1) / 2)) for count, group in same.items()
+                  for j, r in enumerate(group)]
+        for r, x in [(r, band[i]) for i, r in enumerate(free)] + placed:
             i = methods.index(r["method"])
-            x = r["llm_calls"]["selection"] + 1
-            low, high = r.get("ci_low"), r.get("ci_high")
-            err = None if low is None else [[100 * (r["score"] - low)], [100 * (high - r["score"])]]
+            lo, hi = r.get("ci_low"), r.get("ci_high")
+            err = None if lo is None else [[100 * (r["score"] - lo)], [100 * (hi - r["score"])]]
             ax.errorbar([x], [100 * r["score"]], yerr=err, fmt=_style(i)["marker"], color=_style(i)["color"],
                         markersize=5, capsize=2, alpha=0.85, label=r["method"])
+        if free:
+            ax.axvspan(band[0] / 1.6, band[-1] * 1.6, color="grey", alpha=0.08, linewidth=0)
+            ax.axvline(band[-1] * 1.6, color="grey", linewidth=0.6)
+            ax.text(np.sqrt(band[0] * band[-1]), 1, "no selection call", ha="center", va="bottom", fontsize=6,
+                    color="dimgrey")
         ax.set_xscale("log")
-        ax.set_title(task, fontsize=9)
-        ax.set_xlabel("selection LLM calls + 1 (log)", fontsize=8)
+        ax.set_xlim((band[0] / 2) if free else low / 2, most * 2)
+        ax.set_ylim(0, 108)  # the metric's whole range: all-zero scores are not stretched over a tiny axis
+        ax.set_title(task, fontsize=9, pad=12)
+        ax.set_xlabel("selection LLM calls (log)", fontsize=8)
         ax.set_ylabel(f"{next(r.get('metric_label') or r['metric'] for r in runs if r['task'] == task)} ×100",
                       fontsize=8)
         ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+        # call counts as ticks, powers of ten right of the band only (a tick inside it would read as a count)
+        first = int(np.ceil(np.log10(max(low, 1))))
+        ax.set_xticks([10 ** e for e in range(first, int(np.ceil(np.log10(most * 2))) + 1)])
+        ax.xaxis.set_minor_locator(plt.NullLocator())
     by_label = {}
     for ax in axes[0]:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             by_label.setdefault(label, handle)
     if by_label:
         fig.legend(by_label.values(), by_label.keys(), loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=7,
-                   frameon=False)
+                   frameon=False, ncol=1 if len(by_label) <= 20 else 2)
     fig.suptitle("Accuracy vs selection cost (95% bootstrap intervals)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120, bbox_inches="tight")
@@ -119,13 +178,16 @@ def accuracy_vs_calls(runs: list[dict], path: Path) -> Path:
 
 
 def pulls_vs_eps_error(results_by_family: dict[str, list[dict]], path: Path) -> Path:
-    """One panel per SIMULATED family: each method's mean pulls (log x) against its eps-error rate, with SEs."""
+    """One panel per SIMULATED family: each method's mean pulls (log x) against its eps-error rate, with SEs; the
+    legend sits outside the panels, so no panel slot is left empty."""
+    from matplotlib.ticker import LogLocator, NullFormatter
+
     families = list(results_by_family)
     methods = list(dict.fromkeys(r["method"] for rows in results_by_family.values() for r in rows))
     colour = {m: plt.get_cmap("tab10")(i % 10) for i, m in enumerate(methods)}
-    cols = min(3, len(families) + 1)  # one more slot for the legend
-    rows = (len(families) + cols) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    cols = min(3, len(families))
+    rows = (len(families) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.0 * cols, 3.3 * rows), squeeze=False)
     for ax, family in zip(axes.flat, families):
         for res in results_by_family[family]:
             ax.errorbar(res["mean_pulls"], res["eps_error_rate"], xerr=res.get("pulls_se") or 0,
@@ -135,17 +197,19 @@ def pulls_vs_eps_error(results_by_family: dict[str, list[dict]], path: Path) -> 
         if delta:
             ax.axhline(delta, color="grey", linestyle=":", linewidth=1)
         ax.set_xscale("log")
+        ax.xaxis.set_major_locator(LogLocator(base=10, numticks=6))
+        ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels overlapped the major ones
         ax.set_ylim(-0.05, 1.05)
         ax.set_title(f"SIMULATED: {family}", fontsize=9)
-        ax.set_xlabel("mean pulls")
-        ax.set_ylabel("eps-error rate")
-    legend_ax = axes.flat[len(families)]
-    handles = [plt.Line2D([], [], marker="o", linestyle="", color=colour[m], label=m) for m in methods]
-    handles.append(plt.Line2D([], [], color="grey", linestyle=":", label="delta"))
-    legend_ax.legend(handles=handles, loc="center", fontsize=8)
+        ax.set_xlabel("mean pulls", fontsize=8)
+        ax.set_ylabel("eps-error rate", fontsize=8)
+        ax.tick_params(labelsize=7)
     for ax in list(axes.flat)[len(families):]:
         ax.axis("off")
+    handles = [plt.Line2D([], [], marker="o", linestyle="", color=colour[m], label=m) for m in methods]
+    handles.append(plt.Line2D([], [], color="grey", linestyle=":", label="delta"))
+    fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path

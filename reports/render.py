@@ -25,7 +25,7 @@ def render(out: Path, baseline: str | None = None, prices: PriceTable | None = N
     runs = results["runs"]
     records = read_records(out / "records.jsonl")
     calls = list(read_calls(out / "calls.jsonl"))
-    base = tables.pick_baseline(runs, baseline)
+    base, why = tables.baseline_and_reason(runs, baseline)
     tests = tables.significance(records, base) if base else {}
     md = [f"# Report: {out.name}", ""]
     md += [f"LLM answering test items: `{results.get('llm', '')}`; LLM behind the selection rewards: "
@@ -37,12 +37,15 @@ def render(out: Path, baseline: str | None = None, prices: PriceTable | None = N
                f"{', '.join(sorted({r['method'] for r in runs if r.get('selection_reused_from')}))}.", ""]
     if "gemma3-270m" in str(results.get("llm", "")):
         md += [f"> {SMOKE_NOTE}", ""]
-    md += ["## Accuracy", "",
-           f"Scores ×100. {tables.DAGGER}: better than `{base}` in a paired test (two-sided, p < 0.05: scipy's `ttest_rel`, "
-           "or for 0/1 scores such as exact match the exact McNemar test, since a t-test on 0/1 differences is "
-           f"anti-conservative when few items differ); {tables.HOLM_BETTER}: better, and it survives Holm's correction over the methods compared "
-           f"with `{base}` on that task; {tables.WORSE} / {tables.HOLM_WORSE}: worse, likewise; *: the selector hit "
-           "`--llm-budget` and used what it had.", "", tables.accuracy_table(runs, tests), ""]
+    marks = (f" {tables.DAGGER}: better than `{base}` in a paired test (two-sided, p < 0.05: scipy's `ttest_rel`, "
+             "or for 0/1 scores such as exact match the exact McNemar test, since a t-test on 0/1 differences is "
+             f"anti-conservative when few items differ); {tables.HOLM_BETTER}: better, and it survives Holm's correction "
+             f"over the methods compared with `{base}` on that task; {tables.WORSE} / {tables.HOLM_WORSE}: worse, "
+             "likewise;") if base else ""
+    md += ["## Accuracy", "", why, "",
+           "Scores ×100 with their 95% bootstrap intervals over items (results.json and results.csv keep the 0–1 "
+           f"scale); n test items per task.{marks} *: the selector hit `--llm-budget` and used what it had.", "",
+           tables.accuracy_table(runs, tests), ""]
     ablation = tables.data_ablation_table(runs, tests)
     if ablation:
         md += ["## Data ablation", "", "LTR selectors trained on their own pulls (sampled arms + heuristic negatives) "

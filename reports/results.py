@@ -76,6 +76,7 @@ def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = ""
                                        "inference": uncached[(method, task, "inference")]},
                 "tokens": {phase: dict(tokens[(method, task, phase)]) for phase in ("selection", "inference")},
                 "selection_seconds": fit.selection_seconds if fit else 0.0,
+                "selection_time": selection_time(fit),
                 "inference_seconds_per_query": float(np.mean([r.latency_s for r in recs])),
                 "budget": fit.budget if fit else None,
                 "budget_exhausted": bool(fit and fit.budget_exhausted),
@@ -93,6 +94,7 @@ def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = ""
                     or (t not in info and t in TASKS)})
     return {
         "meta": meta or {},
+        "score_scale": SCORE_SCALE,
         "runs": runs,
         "llm": llm,
         "selection_llm": selection_llm or llm,
@@ -101,6 +103,15 @@ def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = ""
         "config": config.get("identity", {}),
         "cells": config.get("cells", {}),  # the settings each selector's cells were run with
     }
+
+
+def selection_time(fit) -> dict:
+    """A fit's seconds split into embedding, LLM calls and the rest (training, search); zeros when replayed."""
+    if fit is None:
+        return {"embedding": 0.0, "llm": 0.0, "other": 0.0}
+    embedding, llm = getattr(fit, "embedding_seconds", 0.0), getattr(fit, "llm_seconds", 0.0)
+    return {"embedding": embedding, "llm": llm,
+            "other": round(max(0.0, fit.selection_seconds - embedding - llm), 3)}
 
 
 def metric_name(task: str, info: dict | None = None) -> str:
@@ -152,8 +163,9 @@ def failed_runs(results: dict) -> list[dict]:
     return [r for r in results.get("runs", []) if r.get("error")]
 
 
-CSV_COLUMNS = ("method", "task", "metric", "score", "ci_low", "ci_high", "n", "selection_calls", "inference_calls",
-               "selection_seconds", "error")
+SCORE_SCALE = "0-1"  # scores, intervals and secondary metrics here; the console and the reports show them x100
+CSV_COLUMNS = ("method", "task", "metric", "scale", "score", "ci_low", "ci_high", "n", "selection_calls",
+               "inference_calls", "selection_seconds", "error")
 
 
 def long_rows(results: dict) -> list[dict]:
@@ -162,7 +174,8 @@ def long_rows(results: dict) -> list[dict]:
     for run in results.get("runs", []):
         common = {"method": run["method"], "task": run["task"], "n": run["n"],
                   "selection_calls": run["llm_calls"]["selection"], "inference_calls": run["llm_calls"]["inference"],
-                  "selection_seconds": run["selection_seconds"], "error": run.get("error") or ""}
+                  "selection_seconds": run["selection_seconds"], "error": run.get("error") or "",
+                  "scale": SCORE_SCALE}
         rows.append({**common, "metric": run["metric"], "score": run["score"], "ci_low": run.get("ci_low"),
                      "ci_high": run.get("ci_high")})
         for name, value in run.get("extra", {}).items():

@@ -23,13 +23,27 @@ def _grid(runs: list[dict]) -> tuple[list[str], list[str], dict]:
 
 
 def pick_baseline(runs: list[dict], requested: str | None) -> str | None:
-    methods = [r["method"] for r in runs]
+    """The method every other is tested against: --baseline when given, else `case-dynamic` (the paper's
+    reference), else `zero-shot`; else none (no paired tests), never whichever method came first."""
+    return baseline_and_reason(runs, requested)[0]
+
+
+def baseline_and_reason(runs: list[dict], requested: str | None) -> tuple[str | None, str]:
+    """(baseline, the sentence the report's header states about it)."""
+    methods = {r["method"] for r in runs}
     if requested:
-        return requested
-    for candidate in ("case-dynamic", "zero-shot"):
-        if candidate in methods:
-            return candidate
-    return methods[0] if methods else None
+        if requested not in methods:
+            from bench.errors import ConfigError
+
+            raise ConfigError(f"--baseline {requested} did not run here (methods: {', '.join(sorted(methods))})")
+        return requested, f"Significance baseline: `{requested}` (chosen with --baseline)."
+    if "case-dynamic" in methods:
+        return "case-dynamic", "Significance baseline: `case-dynamic` (the paper's reference; --baseline picks another)."
+    if "zero-shot" in methods:
+        return "zero-shot", ("Significance baseline: `zero-shot`, since `case-dynamic` did not run (--baseline "
+                             "METHOD picks another).")
+    return None, ("No significance baseline: neither `case-dynamic` nor `zero-shot` ran, so no paired tests; "
+                  "--baseline METHOD picks one.")
 
 
 def significance(records: list[ItemRecord], baseline: str, metric: str | None = None) -> dict[tuple[str, str], PairedTTest]:
@@ -74,7 +88,10 @@ def score_cell(run: dict | None, test, fmt: str) -> str:
     elif test is not None and test.worse():
         mark = WORSE if fmt == "github" else r"$^\downarrow$"
     budget = "*" if run.get("budget_exhausted") else ""
-    return f"{100 * run['score']:.2f}{mark}{budget}"
+    low, high = run.get("ci_low"), run.get("ci_high")
+    interval = "" if low is None or high is None else (f" [{100 * low:.1f}, {100 * high:.1f}]" if fmt == "github"
+                                                         else f" {{\\scriptsize[{100 * low:.1f}, {100 * high:.1f}]}}")
+    return f"{100 * run['score']:.2f}{mark}{budget}{interval}"
 
 
 def latex_table(tabular: str, caption: str, label: str) -> str:
@@ -135,10 +152,14 @@ def data_ablation_table(runs: list[dict], tests: dict, fmt: str = "github") -> s
 
 
 def _task_header(task: str, runs: list[dict]) -> str:
-    row = next((r for r in runs if r["task"] == task), {})
+    """'sst2 (Acc ×100 [95% CI], n = 50)': the metric, the scale and the number of items the scores average."""
+    rows = [r for r in runs if r["task"] == task]
+    row = rows[0] if rows else {}
     label = row.get("metric_label") or {"exact_match": "EM", "bertscore_f1": "BERTScore F1"}.get(
         row.get("metric", ""), row.get("metric", ""))  # results.json written before metric_label existed
-    return f"{task} ({label})"
+    ns = sorted({r["n"] for r in rows if r.get("score") is not None})
+    n = f"n = {ns[0]}" if len(ns) == 1 else f"n = {ns[0]}–{ns[-1]}" if ns else "n = 0"
+    return f"{task} ({label} ×100 [95% CI], {n})"
 
 
 def fmt_p(value: float | None) -> str:

@@ -159,3 +159,72 @@ def scripted_server(respond, bodies: list | None = None) -> Iterator[tuple[str, 
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=5)
+
+
+@contextlib.contextmanager
+def transformers_openai_server(backend) -> Iterator[str]:
+    """An OpenAI-compatible server in this process over a transformers backend (bench.llm.hf): /v1/models,
+    /v1/completions (echo + logprobs for log-likelihoods) and /v1/chat/completions, on a loopback port. It needs
+    no compiler, unlike llama-cpp-python's server; it yields the base URL (…/v1)."""
+    import torch
+
+    from bench.llm.base import GenerationParams
+
+    tok, model = backend.tokenizer, backend.model
+
+    def echo_logprobs(text: str) -> tuple[list, list, list]:
+        enc = tok(text, return_offsets_mapping=True)
+        ids, offsets = enc["input_ids"], enc["offset_mapping"]
+        with torch.inference_mode():
+            logits = model(torch.tensor([ids])).logits[0].float()
+        logprobs = torch.log_softmax(logits, dim=-1)
+        keep = [i for i, (a, b) in enumerate(offsets) if b > a]  # special tokens (BOS) have no text
+        values = [None if i == 0 else float(logprobs[i - 1, ids[i]]) for i in keep]
+        return [tok.decode([ids[i]]) for i in keep], values, [offsets[i][0] for i in keep], int(logprobs[-1].argmax())
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def _send(self, status: int, body: dict) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            self._send(200, {"object": "list", "data": [{"id": backend.model_id, "object": "model"}]})
+
+        def do_POST(self):
+            req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            chat = self.path.endswith("/chat/completions")
+            prompt = req["messages"][-1]["content"] if chat else req["prompt"]
+            params = GenerationParams(max_new_tokens=int(req.get("max_tokens") or 16),
+                                      temperature=float(req.get("temperature") or 0.0), stop=tuple(req.get("stop") or ()))
+            if not chat and req.get("echo"):
+                tokens, values, offsets, nxt = echo_logprobs(prompt)
+                text = prompt + tok.decode([nxt])
+                choice = {"index": 0, "text": text, "finish_reason": "length",
+                          "logprobs": {"tokens": tokens + [tok.decode([nxt])], "token_logprobs": values + [None],
+                                       "text_offset": offsets + [len(prompt)], "top_logprobs": None}}
+                usage = {"prompt_tokens": len(tokens), "completion_tokens": 1, "total_tokens": len(tokens) + 1}
+            else:
+                gen = backend.generate([prompt], params, [int(req.get("seed") or 0)])[0]
+                choice = ({"index": 0, "message": {"role": "assistant", "content": gen.text}, "finish_reason": "stop"}
+                          if chat else {"index": 0, "text": gen.text, "logprobs": None, "finish_reason": "stop"})
+                usage = {"prompt_tokens": gen.prompt_tokens, "completion_tokens": gen.completion_tokens,
+                         "total_tokens": gen.prompt_tokens + gen.completion_tokens}
+            self._send(200, {"id": "cmpl-test", "object": "chat.completion" if chat else "text_completion",
+                             "created": int(time.time()), "model": backend.model_id, "choices": [choice],
+                             "usage": usage})
+
+    server = ThreadingHTTPServer((HOST, 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://{HOST}:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -81,6 +81,7 @@ def test_prompts_follow_calibrate_before_use():
     query = item("it works", "Positive", "positive", 3)
     assert make_task("sst2").render(demos, query) == (
         "Review: a gem\nSentiment: Positive\n\nReview: dull\nSentiment: Negative\n\nReview: it works\nSentiment:")
+    assert make_task("sst2").render([], query) == "Review: it works\nSentiment:"  # zero-shot: no empty block first
     trec = make_task("trec")
     assert trec.render([], Item("q", "Who wrote Hamlet ?", "Person")) == (
         "Classify the questions based on whether their answer type is a Number, Location, Person, Description, "
@@ -98,6 +99,7 @@ def test_prompts_follow_calibrate_before_use():
     ("trec", "Entity, maybe Person", "Entity"),
     ("agnews", "Science", "Technology"),  # an alias names its label
     ("agnews", "Sports and World", "Sports"),  # the first label named
+    ("agnews", "Probably World news, maybe Sports", "World"),  # the first named, when no label opens the output
 ])
 def test_generated_answers_are_read_as_labels(task, output, label):
     assert make_task(task).extract(output) == label
@@ -133,6 +135,13 @@ def test_contextual_calibration_is_zhao_et_al_diagonal_w():
     got = task.label_probs(np.log(p), content_free)
     assert got == pytest.approx(expected / expected.sum())
     assert np.argmax(got) == 1 and np.argmax(task.label_probs(np.log(p))) == 0  # calibration flips this one
+    # label words' likelihoods do not sum to 1: the content-free rows are averaged before normalising (their
+    # get_p_content_free), so a row with little mass weighs little
+    uneven = [np.log([0.09, 0.01]), np.log([0.7, 0.3])]
+    p_cf = np.mean(np.exp(uneven), axis=0)
+    p_cf /= p_cf.sum()
+    expected = p / p_cf
+    assert task.label_probs(np.log(p), uneven) == pytest.approx(expected / expected.sum())
 
 
 def test_rank_mode_answers_rewards_and_calls():
@@ -156,6 +165,23 @@ def test_rank_mode_answers_rewards_and_calls():
     assert calibrated.label_probs[0]["Positive"] == pytest.approx(0.5)
 
 
+def test_a_cached_ranking_is_reused_only_for_the_same_label_words(tmp_path):
+    from bench.llm.cache import CallCache
+
+    task = make_task("sst2")
+    backend = CopyingClassifier(task.choice_words())
+    client = LLMClient(backend, CallCache(tmp_path / "cache.sqlite"))
+    demos = [item("dull", "Negative", "negative", 1)]
+    items = [item("fine", "Positive", "positive", 2)]
+    assert len(client.classify(task, demos, items, scope=SCOPE)[0][0]) == 2 and backend.scored == 2
+    assert len(client.classify(task, demos, items, scope=SCOPE)[0][0]) == 2 and backend.scored == 2  # cached
+    more = make_task("sst2")  # the same prompt, one more word for Positive
+    more.aliases = {"Negative": ("Negative",), "Positive": ("Positive", "Great")}
+    assert client.classify_keys(more, demos, items)[3] != client.classify_keys(task, demos, items)[3]
+    logliks = client.classify(more, demos, items, scope=SCOPE)[0][0]
+    assert len(logliks) == 3 and backend.scored == 5 and len(more.label_probs(logliks)) == 2
+
+
 @pytest.mark.parametrize("task, settings, message", [
     ("gsm8k", {"scoring": "rank"}, "task 'gsm8k' has no labels"),
     ("sst2", {"scoring": "generate", "calibration": "contextual"}, "calibrates ranked labels"),
@@ -175,24 +201,42 @@ def test_default_answering_per_task():
 
 
 # ---- results ----------------------------------------------------------------------------------------------
-def test_macro_f1_beside_accuracy(tmp_path):
+@pytest.mark.parametrize("name", ["trec", "trec-from-a-gone-task-file"])  # reports read the labels from task_info
+def test_macro_f1_beside_accuracy(tmp_path, name):
     from bench.records import ItemRecord, append_jsonl
     from reports.results import build_results
 
     gold = ["Ab", "Number", "Number", "Person", "Person", "Person"]
     pred = ["Number", "Number", "Number", "Person", "", "Person"]
-    append_jsonl(tmp_path / "records.jsonl", [ItemRecord("knn", "trec", f"i{i}", [], "", p, p, g, float(p == g), 0.0)
+    append_jsonl(tmp_path / "records.jsonl", [ItemRecord("knn", name, f"i{i}", [], "", p, p, g, float(p == g), 0.0)
                                               for i, (g, p) in enumerate(zip(gold, pred))])
     labels = ["Number", "Location", "Person", "Description", "Entity", "Ab"]
-    (tmp_path / "config.json").write_text(json.dumps({"methods": ["knn"], "identity": {"tasks": ["trec"]},
-                                                      "task_info": {"trec": {"metric": "accuracy", "metric_label": "Acc",
-                                                                             "lang": "en", "labels": labels}}}))
+    (tmp_path / "config.json").write_text(json.dumps({"methods": ["knn"], "identity": {"tasks": [name]},
+                                                      "task_info": {name: {"metric": "accuracy", "metric_label": "Acc",
+                                                                           "lang": "en", "labels": labels}}}))
     row = build_results(tmp_path)["runs"][0]
     assert row["metric_label"] == "Acc" and row["score"] == pytest.approx(4 / 6)
     assert row["extra"]["macro_f1"] == pytest.approx(f1_score(gold, pred, labels=labels, average="macro",
                                                               zero_division=0))
     low, high = row["extra_ci"]["macro_f1"]
     assert low <= row["extra"]["macro_f1"] <= high
+
+
+def test_tables_show_macro_f1_and_keep_mixed_secondary_metrics_in_their_columns():
+    from bench.records import ItemRecord
+    from reports.tables import extra_table, secondary_table
+
+    wmt = {"method": "knn", "task": "wmt19", "score": 0.5, "extra": {"chrf": 0.25}, "extra_ci": {"chrf": [0.2, 0.3]}}
+    trec = {"method": "knn", "task": "trec", "score": 0.6, "extra": {"macro_f1": 0.4}, "extra_ci": {"macro_f1": [0.3, 0.5]}}
+    records = [ItemRecord("knn", "wmt19", f"w{i}", [], "", "", "", "", 0.5, 0.0, extra={"chrf": 0.25}) for i in range(3)]
+    records += [ItemRecord("knn", "trec", f"t{i}", [], "", "", "", "", 0.6, 0.0) for i in range(3)]
+    table = secondary_table([wmt, trec], records, baseline=None)
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in table.splitlines()[2:]]
+    assert ["knn", "trec", "macro_f1", "40.00 [30.00, 50.00]"] in [r[:4] for r in rows]
+    extra = extra_table([wmt, trec])
+    header, _, *lines = [[c.strip() for c in line.split("|")[1:-1]] for line in extra.splitlines()]
+    assert header == ["Method", "Task", "chrf", "macro_f1"]
+    assert ["knn", "wmt19", "25.00", ""] in lines and ["knn", "trec", "", "40.00"] in lines
 
 
 # ---- the runner ---------------------------------------------------------------------------------------------

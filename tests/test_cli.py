@@ -66,12 +66,13 @@ def test_malformed_row_reports_file_and_line(tmp_path):
     assert_one_line_error(proc, f"{folder / 'train.jsonl'}:2: malformed row (field 'answer' has no '#### <number>'")
 
 
-def test_unreachable_llm_server_keeps_run_folder(tmp_path, data_dir):
-    proc = bench("--methods", "zero-shot", "--tasks", "gsm8k", "--n-test", "2", "--data-dir", str(data_dir),
-                 "--out", str(tmp_path / "r"), "--backend", "openai", "--llm", "x", "--retries", "1",
-                 "--timeout", "2", "--api-base", f"http://127.0.0.1:{closed_port()}/v1", timeout=120)
-    assert_one_line_error(proc, "failed after 2 attempts")
-    assert (tmp_path / "r" / "config.json").exists()
+def test_a_run_that_failed_before_any_answer_leaves_no_folder_to_block_its_rerun(tmp_path, data_dir):
+    args = ("--methods", "zero-shot", "--tasks", "gsm8k", "--n-test", "2", "--data-dir", str(data_dir),
+            "--out", str(tmp_path / "r"), "--backend", "openai", "--llm", "x", "--retries", "1",
+            "--timeout", "2", "--api-base", f"http://127.0.0.1:{closed_port()}/v1")
+    assert_one_line_error(bench(*args, timeout=120), "failed after 2 attempts")
+    assert not (tmp_path / "r").exists()  # nothing was answered: nothing to keep
+    assert_one_line_error(bench(*args, timeout=120), "failed after 2 attempts")  # not "already holds a run"
 
 
 def test_k_larger_than_pool_cli(tmp_path, data_dir):

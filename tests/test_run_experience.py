@@ -178,7 +178,7 @@ def test_a_plugin_task_registers_and_names_its_metric(tmp_path, data_dir, fake_b
         write_report(tmp_path / "run")
         header = next(line for line in (tmp_path / "run" / "report.md").read_text().splitlines()
                       if line.startswith("| Method"))
-        assert "gsm8k-accuracy (Accuracy)" in header and "wmt19 (BERTScore F1)" in header
+        assert "gsm8k-accuracy (Accuracy ×100 [95% CI], n = 2)" in header and "wmt19 (BERTScore F1 ×100" in header
         with pytest.raises(TypeError, match="needs a Task subclass"):
             from bench.tasks import register_task
 
@@ -291,8 +291,8 @@ def test_progress_without_a_terminal_logs_throttled_lines(capsys):
     progress.update(3)
     progress.close()
     lines = [line for line in capsys.readouterr().err.splitlines() if "[bench]" in line]
-    assert [line.split("[bench] ")[1] for line in lines] == ["fit knn/gsm8k: 2/5 selection calls",
-                                                            "fit knn/gsm8k: 5/5 selection calls"]
+    assert [line.split("[bench] ")[1] for line in lines] == [
+        "fit knn/gsm8k: 2/5 selection calls, 0:00 elapsed, ETA 0:00", "fit knn/gsm8k: 5/5 selection calls, 0:00 elapsed"]
     slow = Progress(5, "x", enabled=True, every=3600.0)
     slow.update(5)
     off = Progress(5, "y", enabled=False, every=0.0)

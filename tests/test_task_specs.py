@@ -83,6 +83,7 @@ def test_a_csv_file_and_a_template_input(tmp_path):
     task = make_task(load_task_file(path))
     splits = task.load_splits(None, n_test=2, n_val=2, pool_size=None, seed=0)
     assert splits.test[0].question.startswith("h") and " / b, " in splits.test[0].question
+    assert task.parse_row({"head": None, "body": "b", "y": "1"}, "x:1").question == "/ b"  # null: empty, not "None"
     (tmp_path / "data" / "test.csv").write_text("head,body,y\nh,b,1\nh2,b2\n")
     with pytest.raises(bench.errors.DataError, match=r"test.csv:3: 3 columns expected"):
         task.load_splits(None, n_test=2, n_val=2, pool_size=None, seed=0)
@@ -97,6 +98,26 @@ def test_a_generation_spec_reads_numbers(tmp_path):
 
     assert task.extract("about 1,200 apples") == "1200"
     assert task.score(["1200", "3"], [Item("a", "q", "1200.0"), Item("b", "q", "4")], ["", ""]) == [1.0, 0.0]
+
+
+def test_a_generation_spec_reads_a_regex_group_and_matches_up_to_case_and_spacing(tmp_path):
+    from bench.items import Item
+
+    spec = changed(labels=None, answer="regex", pattern=r"Answer: (\w+)", metric="exact_match",
+                   template__demo="Q: {input}\nA: {answer}", template__query="Q: {input}\nA:")
+    task = make_task(load_task_file(write_spec(tmp_path, spec))).configure()
+    assert task.extract("It is blue. Answer: Blue.") == "Blue" and task.extract("no idea") == ""
+    assert task.score(["  the  Blue ", "red"], [Item("a", "q", "The blue"), Item("b", "q", "blue")], ["", ""]) == [1.0, 0.0]
+
+
+def test_no_validation_question_is_left_in_the_pool(tmp_path):
+    from bench.items import Item
+
+    task = make_task(load_task_file(write_spec(tmp_path, SPEC)))
+    pool = [Item(f"p{i}", q, "sad") for i, q in enumerate(["A gem", "dull", "fine", "bad"])]
+    splits = task.subsample(pool, [Item("v", "a  GEM", "sad")], [Item("t", "Dull", "sad")], n_test=None, n_val=1,
+                            pool_size=None, seed=0)
+    assert [it.question for it in splits.pool] == ["fine", "bad"]
 
 
 @pytest.mark.parametrize("edits, message", [
@@ -123,6 +144,9 @@ def test_a_generation_spec_reads_numbers(tmp_path):
     ({"metric": "exact_match"}, "field 'metric' must be accuracy for a spec with labels"),
     ({"max_new_tokens": 0}, "field 'max_new_tokens' must be positive"),
     ({"stop": "x"}, "field 'stop' must be a list"),
+    ({"stop": ["\n", ""]}, "field 'stop' must be a list of non-empty strings"),
+    ({"data": {"hub": {"dataset": "a/b", "revision": "c" * 40, "branch": "main"}, "pool": "p.jsonl", "test": "t.jsonl"}},
+     "field 'data.hub.branch' is unknown"),
     ({"template": "Text: {input}"}, "field 'template' must be a mapping"),
 ])
 def test_bad_specs_fail_with_one_line_naming_the_field(tmp_path, edits, message):
@@ -220,6 +244,11 @@ def test_hub_files_at_a_pinned_revision(tmp_path):
         assert proc.returncode == 0, proc.stderr
         assert "mood" in proc.stdout
         copied = tmp_path / "cache" / "hub-tasks" / f"someone--moods@{FakeHub.revision}" / "data" / "train.jsonl"
+        assert copied.read_bytes() == rows
+        copied.write_bytes(rows[:10])  # a stale or truncated copy is replaced by the hub's file
+        proc = bench_cli("--task-file", str(path), "--tasks", "mood", "--methods", "zero-shot", "--n-test", "2",
+                         "--n-val", "2", "--dry-run", env=env)
+        assert proc.returncode == 0, proc.stderr
         assert copied.read_bytes() == rows
         missing = write_spec(tmp_path, changed(data={"hub": {"dataset": "someone/moods", "revision": "f" * 40},
                                                      "pool": "data/train.jsonl", "test": "data/test.jsonl"}),

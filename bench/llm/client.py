@@ -34,6 +34,7 @@ class LLMClient:
         self.chat_template = chat_template
         self._wrap: tuple[str, str] | None = None
         self._opens_think = False
+        self.progress: Callable[[int], None] | None = None  # told how many calls were answered, batch by batch
 
     # ---- prompts ------------------------------------------------------------------------------
     @property
@@ -161,6 +162,8 @@ class LLMClient:
             if key not in results:
                 first_row_of.setdefault(key, row)
         misses = list(first_row_of.values())
+        if self.progress is not None and len(keys) > len(misses):
+            self.progress(len(keys) - len(misses))  # cached, or asked twice in this call
         log_rows: list[CallRecord] = []
         step = max(1, step or self.backend.batch_size)
         for start in range(0, len(misses), step):
@@ -185,6 +188,8 @@ class LLMClient:
                 self.cache.put_many(fresh)
             self.log.write(log_rows)
             log_rows = []
+            if self.progress is not None:
+                self.progress(len(rows))
         # Cached answers and in-call duplicates are logged too, marked cached.
         fresh_keys = {keys[r] for r in misses}
         seen: set[str] = set()

@@ -191,6 +191,11 @@ class Task(ABC):
         none, and no test or validation question left in the pool."""
         if val_all is None:
             pool_all, val_all = self.carve_validation(pool_all, seed=0)
+        for option, n, have in (("--n-test", n_test, test_all), ("--n-val", n_val, val_all)):
+            if n is not None and n > len(have):  # caught with the data, before any model loads
+                raise ConfigError(f"{option} {n} is more than task '{self.name}' has ({len(have)} "
+                                  f"{'test' if option == '--n-test' else 'validation'} items)"
+                                  + ("; use --n-test all" if option == "--n-test" else ""))
         rng = random.Random(seed)
         test = _subsample(test_all, n_test, rng)
         val = _subsample(val_all, n_val, rng)
