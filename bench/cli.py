@@ -450,6 +450,8 @@ def compare_parser() -> argparse.ArgumentParser:
                    help="allowed relative rise of LLM calls (default: --tolerance)")
     p.add_argument("--allow-different", action="store_true",
                    help="compare even when the runs' shared settings (tasks, n-test, seed, LLM, decoding, ...) differ")
+    p.add_argument("--accept", action="store_true",
+                   help="an intended change: print the comparison, then make this run the new reference")
     return p
 
 
@@ -467,6 +469,12 @@ def cmd_compare(argv: list[str]) -> int:
                      args.tolerance if args.calls_tolerance is None else args.calls_tolerance)
     print(format_checks(checks))
     failed = [c for c in checks if not c.ok]
+    if args.accept:
+        import shutil
+
+        shutil.copyfile(args.dir / "results.json" if args.dir.is_dir() else args.dir, args.to)
+        print(f"accepted: {args.to} is now this run's results ({len(failed)} difference(s) accepted)")
+        return 0
     if failed:
         print(f"{len(failed)} regression(s) against {args.to}", file=sys.stderr)
         return 1

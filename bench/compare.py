@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from tabulate import tabulate
 
+from reports.fingerprints import changes
+
 
 @dataclass
 class Check:
@@ -15,6 +17,7 @@ class Check:
     reference: float
     current: float | None
     ok: bool
+    details: tuple[str, ...] = ()  # what changed, for a fingerprint check
 
 
 # settings two runs must share for their scores to be compared: the items, the LLM, its decoding, the scoring
@@ -36,8 +39,9 @@ def _plain(value) -> str:
 
 def compare(current: dict, reference: dict, tolerance: float, calls_tolerance: float) -> list[Check]:
     """Scores may not drop by more than `tolerance` (absolute, metric units 0-1); total LLM calls may
-    not rise by more than `calls_tolerance` (relative). A reference row missing from the run fails, and so
-    does a row whose selection was replayed from a saved store instead of fitted."""
+    not rise by more than `calls_tolerance` (relative); a reference row with a fingerprint fails when the run
+    selected or answered any item differently. A reference row missing from the run fails, and so does a row
+    whose selection was replayed from a saved store instead of fitted."""
     have = {(r["method"], r["task"]): r for r in current.get("runs", [])}
     checks = []
     for ref in reference.get("runs", []):
@@ -53,6 +57,10 @@ def compare(current: dict, reference: dict, tolerance: float, calls_tolerance: f
             checks.append(Check(ref["method"], ref["task"], "failed", bool(ref.get("error")), bool(cur.get("error")),
                                 bool(cur.get("error")) == bool(ref.get("error"))))
             continue
+        if ref.get("fingerprint"):  # what was selected and answered, item by item: any change is one
+            changed = tuple(changes(cur, ref))
+            checks.append(Check(ref["method"], ref["task"], "fingerprint", ref["fingerprint"]["demos"][:8],
+                                (cur.get("fingerprint") or {}).get("demos", "none")[:8], not changed, changed))
         checks.append(Check(ref["method"], ref["task"], "score", ref["score"], cur["score"],
                             cur["score"] >= ref["score"] - tolerance - 1e-12))
         ref_calls = sum(ref["llm_calls"].values())
@@ -64,5 +72,13 @@ def compare(current: dict, reference: dict, tolerance: float, calls_tolerance: f
 
 def format_checks(checks: list[Check]) -> str:
     rows = [[c.method, c.task, c.what, c.reference, "missing" if c.current is None else c.current,
-             "ok" if c.ok else "REGRESSION"] for c in checks]
-    return tabulate(rows, headers=["method", "task", "check", "reference", "current", "status"], tablefmt="github")
+             "ok" if c.ok else ("CHANGED" if c.what == "fingerprint" else "REGRESSION")] for c in checks]
+    table = tabulate(rows, headers=["method", "task", "check", "reference", "current", "status"], tablefmt="github")
+    changed = [c for c in checks if c.details]
+    if not changed:
+        return table
+    lines = [table, "", f"{len(changed)} cell(s) select or answer differently from the reference:"]
+    for c in changed:
+        lines += [f"- {c.method} on {c.task}: {detail}" for detail in c.details]
+    lines.append("If the change is intended, accept it: scripts/smoke.sh --update, or compare ... --accept.")
+    return "\n".join(lines)

@@ -504,7 +504,7 @@ class Runner:
                           budget=budget, budget_exhausted=oracle.budget_exhausted,
                           trace=selector.trace(), warnings=warnings, error=error,
                           llm_seconds=round(oracle.llm_seconds, 3),
-                          embedding_seconds=round(self.encoder.seconds - embedded, 3))
+                          embedding_seconds=round(self.encoder.seconds - embedded, 3), scale=selector.scale())
 
     def _infer(self, task: Task, selector, items: list[Item], test_ids: set[str],
                records_path: Path) -> dict[str, list[Item]]:

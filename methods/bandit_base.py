@@ -111,9 +111,12 @@ class BanditSelector(Selector):
 
     def best_for_query(self, query: Item, candidates: np.ndarray) -> list[Item]:
         """The demonstrations of the candidate arm the trained surrogate scores highest for this query."""
-        query_emb = self.encoder_.encode_items([query])[0]
-        scores = self.surrogate_.rank_scores(query_emb, candidates)
+        scores = self.candidate_scores(query, candidates)
         return self.demos_of(int(candidates[int(np.argmax(scores))]))
+
+    def candidate_scores(self, query: Item, candidates: np.ndarray) -> np.ndarray:
+        """The trained surrogate's score of each candidate arm for this query (what the per-query choice maximises)."""
+        return np.asarray(self.surrogate_.rank_scores(self.encoder_.encode_items([query])[0], candidates))
 
     def require_pulls(self, result: BanditResult) -> None:
         """A surrogate that saw no reward is untrained: refuse to select with it."""
@@ -141,6 +144,13 @@ class BanditSelector(Selector):
         summary = {"summary": True, "pulls": result.pulls, "rounds": result.rounds, "stopped_by": result.stopped_by,
                    "surrogate": self.surrogate_kind, "settings": self.settings(), **self.trace_extra(result)}
         return result.trace + [summary]
+
+    def scale(self) -> dict:
+        result = getattr(self, "result_", None)
+        if result is None:
+            return {}
+        return {"arms": len(self.prep_.arms), "pulls": result.pulls, "rounds": result.rounds,
+                "validation items a pull": len(self.prep_.env.validation)}
 
     def trace_extra(self, result) -> dict:
         """More fields for the trace's summary row."""

@@ -91,6 +91,12 @@ class Selector(ABC):
         """What the last `select` did, stored on its record (e.g. a per-query bandit's pulls and calls)."""
         return {}
 
+    def scale(self) -> dict:
+        """The size the fit actually ran at (pulls, training queries, optimiser steps, search beam...), printed
+        beside the score so a reader sees when a method ran far below its authors' scale; {} when it trains
+        and searches nothing."""
+        return {}
+
     def warn(self, message: str) -> None:
         """Record that the fit ran degraded (a fallback, less data than asked); shown on the result row."""
         warnings = self.__dict__.setdefault("warnings_", [])

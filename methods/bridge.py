@@ -133,6 +133,10 @@ class Bridge(Selector):
     def select(self, query: Item) -> list[Item]:
         return list(self.demos_)
 
+    def scale(self) -> dict:
+        return {"candidates": len(self.candidates_), "subsets scored": len(getattr(self, "cache_", {})),
+                "rounds": self.rounds} if hasattr(self, "candidates_") else {}
+
     def trace(self) -> list[dict]:
         return list(getattr(self, "trace_", []))
 

@@ -3,7 +3,10 @@
 The authors' CASE code has no per-instance mode; the DEARICL paper describes CASE_dynamic as CASE
 applied to each test instance instead of one offline run. Here every query gets its own linear
 gap-index run over the same arms, with slot features = cosine of each slot's example to that query, and
-the best arm of its U_T is used. See case_static.py for CASE itself and the stop rule.
+the best arm of its U_T is used. See case_static.py for CASE itself, the stop rule and the deviations
+it shares with this selector (reward, epsilon, cold start). Embeddings, as there: the pool items (the
+KMeans arms and the slot features) as question + gold output (`bandit_base.prepare`, the DEARICL paper's
+H(v; w), shared with DEARICL), the query as its question alone; CASE's code embeds questions only.
 
 Per-query cost. `pulls_per_query` caps each query's run (cold-start pulls included). The default, 13,
 follows the paper's runtime: CASE_dynamic took 1554 s per GSM8K query (its inference-time table); at
@@ -68,6 +71,10 @@ class CaseDynamic(BanditSelector):
 
     def select_info(self) -> dict:
         return dict(self.last_info_)
+
+    def scale(self) -> dict:
+        return {"arms": len(self.prep_.arms), "pulls a query": self.pulls_per_query,
+                "validation items a pull": len(self.prep_.env.validation)} if hasattr(self, "prep_") else {}
 
     def trace(self) -> list[dict]:
         return [{"summary": True, "surrogate": "linear", "pulls_per_query": self.pulls_per_query,

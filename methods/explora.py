@@ -16,6 +16,13 @@ Deviations, with reasons:
 - loss = 1 - BERTScore reward of the generated rationale (the DEARICL paper's reward for every selector),
   not the authors' 0/1 self-consistency error (10 samples at temperature 0.5);
 - embeddings are the project's encoder, not the authors' precomputed pickles or bert-base mean pooling;
+- pool items are embedded as question + gold output (`bandit_base.prepare`: `encode_items(pool,
+  with_output=True)`), for the KMeans arms and for cos(e_i, v); validation items as the question. The
+  authors embed the `question` field only (GSM8K/explora+SC.py l.228-232 loads `transfer_emb.pkl` and
+  `val_emb.pkl`; AquaRat/explora+SC.py l.467/477 and FinQA/explora+SC.py l.569/579 compute them from
+  `val_data["question"]` and `train_data["question"]`). Reason: the DEARICL paper's H(v; w) (its x_a(v))
+  embeds a demonstration's input and output, and CASE, EXPLORA and DEARICL share that one pool embedding
+  and so the same arms;
 - the authors also evaluate every arm outside U at the start and the swapped-out arm each iteration, for
   diagnostic plots only; those calls do not affect the result and are not made here;
 - `reg` (default 0, the authors' setting) adds an optional ridge term.
@@ -162,6 +169,9 @@ class Explora(Selector):
 
     def select(self, query: Item) -> list[Item]:
         return self.prep_.env.demos(self.best_arm_)
+
+    def scale(self) -> dict:
+        return {"subsets evaluated": len(self.pulls_), "iterations": len(self.trace_)} if hasattr(self, "trace_") else {}
 
     def trace(self) -> list[dict]:
         if not hasattr(self, "trace_"):

@@ -17,7 +17,8 @@ Stage 2, diversity-guided search, evaluated by the LLM:
   (4) best by zmean[c] - `diversity` (4) x mean zsim[c, rest of the list];
 - the beam is seeded by a heuristic pre-search (beam 16, 20 iterations, from 160 random sets, set score =
   mean zmean + diversity x (- mean zsim over the set, diagonal included)); its sets, best first, fill the
-  LLM beam when they share at most `overlap_limit` (4) examples with every set already taken; random
+  LLM beam when they share at most `overlap_limit` (4) examples with the union of the sets already taken
+  (their `initial_example_idxs_repeat_limit` against `used_example_idxs_set`), so no near-copy gets in; random
   sets fill any shortfall; each seed list is put in random order;
 - each of `iterations` (10) rounds: every beam entry spawns `swaps` (6) swap proposals and `shuffles` (2)
   random re-orderings; proposals and the old beam, de-duplicated as ORDERED lists, are scored by the LLM on
@@ -125,14 +126,16 @@ def heuristic_search(zmean: np.ndarray, zsim: np.ndarray, k: int, diversity: flo
 
 def seed_lists(ranked: list[tuple[tuple[int, ...], float]], n: int, k: int, size: int, overlap_limit: int,
                rng: np.random.Generator) -> list[tuple[int, ...]]:
-    """`size` seed lists: heuristic sets best first that overlap every taken set in <= overlap_limit examples,
-    then random sets; each put in random order."""
+    """`size` seed lists: heuristic sets best first that share at most overlap_limit examples with the UNION of
+    the sets already taken (the authors' `used_example_idxs_set`), then random sets; each put in random order."""
     taken: list[tuple[int, ...]] = []
+    used: set[int] = set()
     for members, _ in ranked:
         if len(taken) == size:
             break
-        if all(len(set(members) & set(t)) <= overlap_limit for t in taken):
+        if len(set(members) & used) <= overlap_limit:
             taken.append(members)
+            used |= set(members)
     tries = 0
     while len(taken) < size and tries < 100 * size:
         tries += 1
@@ -322,6 +325,13 @@ class Lens(Selector):
 
     def select(self, query: Item) -> list[Item]:
         return list(self.demos_)
+
+    def scale(self) -> dict:
+        if not hasattr(self, "rounds_"):
+            return {}
+        return {"filtering rounds": len(self.rounds_), "candidates kept": len(getattr(self, "candidates_", [])),
+                "beam": self.beam, "search iterations": len(self.search_),
+                "held-out items": len(getattr(self, "heldout_", []))}
 
     def trace(self) -> list[dict]:
         rounds = getattr(self, "rounds_", [])

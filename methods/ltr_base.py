@@ -131,11 +131,23 @@ class LTRSelector(BanditSelector):
         return sums, counts
 
     def select(self, query: Item) -> list[Item]:
-        query_emb = self.encoder_.encode_items([query])
-        x = (pair_features(query_emb, self.arm_emb_[self.candidates_]) - self.shift_) / self.scale_
-        with torch.no_grad():
-            scores = self.model_(torch.as_tensor(x, dtype=torch.float32))[0].numpy()
+        scores = self.candidate_scores(query, self.candidates_)
         return self.demos_of(int(self.candidates_[int(np.argmax(scores))]))
+
+    def candidate_scores(self, query: Item, candidates: np.ndarray) -> np.ndarray:
+        """The trained ranker's score of each candidate arm for this query."""
+        query_emb = self.encoder_.encode_items([query])
+        x = (pair_features(query_emb, self.arm_emb_[candidates]) - self.shift_) / self.scale_
+        with torch.no_grad():
+            return self.model_(torch.as_tensor(x, dtype=torch.float32))[0].numpy()
+
+    def scale(self) -> dict:
+        """The shared bandit's pulls, then the ranker's own training: arms observed, epochs and Adam steps."""
+        if not hasattr(self, "losses_"):
+            return super().scale()
+        slates = len(self.prep_.env.validation)
+        return {**super().scale(), "training arms": self.training_arms_, "candidate arms": len(self.candidates_),
+                "epochs": len(self.losses_), "optimiser steps": len(self.losses_) * -(-slates // self.ltr_batch_size)}
 
     def trace(self) -> list[dict]:
         losses = getattr(self, "losses_", [])

@@ -10,9 +10,14 @@ DEARICL paper's authors ran:
   lam * relevance - (1 - lam) * max redundancy to the chosen ones, lam = 0.7;
 - every pool item is a candidate; the prompt keeps the selection order (the most relevant first).
 
-Deviations: embeddings are the project's encoder (all-MiniLM-L6-v2) of question + rationale rather than
-the authors' precomputed ones. In their code the candidate-candidate matrix keeps its diagonal when
-normalising (a mask is overwritten); computing only the chosen columns, as here, gives the same columns.
+Deviations: embeddings are the project's encoder (all-MiniLM-L6-v2) rather than the authors' precomputed
+ones (GSM8K/MMR+SC.py l.216-220 loads `pickle_test.pkl` and `pickle_tr.pkl`; their retrieval scripts embed
+the `question` field with bert-base mean pooling, e.g. AquaRat/KNN+SC.py l.245/259). The text embedded
+is the question alone, for pool items and query (`KNN.fit`: `encode_items(pool)`, no gold output), as
+theirs; only AQuA-RAT's answer options are appended (the project's `item_text`, shared by every
+retriever), which their data keeps in a separate `options` field. In their code the candidate-candidate
+matrix keeps its diagonal when normalising (a mask is overwritten); computing only the chosen columns, as
+here, gives the same columns.
 `shortlist` (default: off) restricts candidates to the most relevant items, for speed on large pools.
 """
 from __future__ import annotations

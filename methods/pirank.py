@@ -1,9 +1,11 @@
 """PiRank (Swezey et al. 2021) over DEARICL's candidate arms: NeuralSort relaxed NDCG@k.
 
 Loss as in the authors' code (ermongroup/pirank, pirank_simple.py): tau 5, NDCG cutoff 15, the
-straight-through estimator on (hard sort in the forward pass, NeuralSort gradients; the code's default,
-although its README table says off), gains 2^y - 1, natural-log discounts, NDCG as a batch ratio of
-summed DCG to summed ideal DCG (`dearicl.losses.pirank_loss`).
+straight-through estimator on (`ste=True`: hard sort in the forward pass, NeuralSort gradients; the code's
+default, `flags.DEFINE_boolean('ste', True, ...)` at pirank_simple.py l.56 and pirank_deep.py l.76, although
+their README's parameter table says False; its section 4.1 commands do not set `ste`, so they ran with it
+on), gains 2^y - 1, natural-log discounts, NDCG as a batch ratio of summed DCG to summed ideal DCG
+(`dearicl.losses.pirank_loss`).
 
 Deviations, with reasons: the architecture is the DEARICL paper's appendix table, an MLP (256, 256, 128,
 64) with ReLU (the script's default is 256-128-64 with tanh; its README commands use 256-256-128-64 with

@@ -11,8 +11,10 @@ Follows the authors' code (KaiLv69/UDR, its DPR fork and scripts):
   candidates of a query share the target;
 - a bi-encoder: separate query and candidate encoders (their two BERTs), query text = the question, candidate
   text = question + gold output; similarity = dot product;
-- each step samples `sample_size` (8) candidates per query: `top_sample` (1) from the best `top_k` (5), one
-  from the worst 5, the rest from the middle, re-sorted by LM score; relevance of the j-th is 1/j;
+- each step samples `sample_size` (8) candidates per query from its best-first list: `top_sample` (1) from
+  the best `top_k` (5), one from the worst 5, the rest (6) from the others (see Deviations), re-sorted by
+  LM score; relevance of the j-th is 1/j (their `EPRDataset.get_entry`, DPR/dpr/data/biencoder_data.py
+  l.1246-1249, on lists that scorer.py l.111 sorts best first);
 - loss = `rank_loss_factor` (4) x UDR's lambda-MRR list-wise loss (`dearicl.losses.lambda_mrr_loss`) +
   an in-batch cross-entropy: each query against every sampled candidate of the batch, its own best sample
   the positive;
@@ -31,6 +33,13 @@ Deviations, with reasons:
   queries instead of 128 x 4 accumulation, and the warm-up is the first 10% of steps instead of 2,000 steps,
   so that a CPU run is feasible; one task per run (their batches are single-task too);
 - candidates with tied LM scores share the better relevance (no pair between them);
+- the rest of a sample is drawn from every candidate not drawn yet (`UDRTraining.sample`), the undrawn ones
+  of the best `top_k` and of the worst 5 included; theirs come from the middle band only, ranks top_k+1 to
+  n-top_k (`ctxs_and_index[top_k:-top_k]`), so their sample holds exactly `top_sample` of the best top_k and
+  one of the worst top_k, this one possibly more (on 50 candidates 0.5 more of each on average). The worst
+  band is 5 here, `top_k` there (equal at the defaults). Reason: lists under 2 top_k + sample_size - 1 -
+  top_sample (16) candidates (small pools, scoring cut by a budget) can still be sampled, where their
+  middle band is too short and `random.sample` raises; a list of at most `sample_size` is used whole;
 - test-time k is the run's k (theirs fills a 1,600-token window).
 A budget that ends the LM scoring early trains on the lists scored so far (a warning on the result row);
 with no scored list the fit fails: the untuned encoder would be KNN under UDR's name.
@@ -147,6 +156,8 @@ class UDRTraining:
             return list(range(n))
         top = rng.choice(min(self.top_k, n), size=min(self.top_sample, self.top_k), replace=False).tolist()
         bottom = [int(rng.integers(max(0, n - 5), n))] if self.sample_size - len(top) > 0 else []
+        if bottom and bottom[0] in top:  # short lists: the best and worst bands overlap; never one item twice
+            bottom = [int(rng.choice([i for i in range(max(0, n - 5), n) if i not in top]))]
         middle = [i for i in range(n) if i not in top and i not in bottom]
         rest = rng.choice(middle, size=self.sample_size - len(top) - len(bottom), replace=False).tolist()
         return sorted(top + bottom + rest)  # best first: the list order is the LM order
@@ -265,6 +276,14 @@ class UDR(Selector):
                          "first_loss": self.round_losses_[-1][0], "last_loss": self.round_losses_[-1][-1]}
         return self
 
+    def scale(self) -> dict:
+        summary = getattr(self, "summary_", None)
+        if summary is None:
+            return {}
+        steps = self.training.epochs * -(-summary["queries_scored"] // self.training.batch_queries)
+        return {"training queries": summary["queries_scored"], "candidates a query": round(summary["candidates_per_query"], 1),
+                "rounds": summary["rounds"], "optimiser steps a round": steps}
+
     def bm25_candidates(self, query: Item) -> list[Item]:
         """Okapi BM25 (rank-bm25) over lowercase word tokens of the chosen field of pool items."""
         if not hasattr(self, "bm25_"):
@@ -374,8 +393,13 @@ class UDROnDearIclData(LTRSelector):
         return tuple(item_text(d, with_output=True) for d in self.demos_of(int(arm)))
 
     def select(self, query: Item) -> list[Item]:
-        scores = self.arm_vectors_ @ encode_texts(self.q_model_, [item_text(query)])[0]
+        scores = self.candidate_scores(query, self.candidates_)
         return self.demos_of(int(self.candidates_[int(np.argmax(scores))]))
+
+    def candidate_scores(self, query: Item, candidates: np.ndarray) -> np.ndarray:
+        """The trained bi-encoder's similarity of the query to each candidate arm (arms embedded at fit)."""
+        row = {int(a): i for i, a in enumerate(self.candidates_)}
+        return self.arm_vectors_[[row[int(a)] for a in candidates]] @ encode_texts(self.q_model_, [item_text(query)])[0]
 
     def trace(self) -> list[dict]:
         trace = super().trace()

@@ -46,6 +46,10 @@ def render(out: Path, baseline: str | None = None, prices: PriceTable | None = N
            "Scores ×100 with their 95% bootstrap intervals over items (results.json and results.csv keep the 0–1 "
            f"scale); n test items per task.{marks} *: the selector hit `--llm-budget` and used what it had.", "",
            tables.accuracy_table(runs, tests), ""]
+    scale = tables.scale_table(runs)
+    if scale:
+        md += ["What each selector's fit ran at (its pulls, training queries, optimiser steps, search beam...): "
+               "compare it with the method's published scale before comparing scores.", "", scale, ""]
     ablation = tables.data_ablation_table(runs, tests)
     if ablation:
         md += ["## Data ablation", "", "LTR selectors trained on their own pulls (sampled arms + heuristic negatives) "

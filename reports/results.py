@@ -13,6 +13,7 @@ from bench.llm.calllog import read_calls
 from bench.records import read_fits, read_records
 from bench.tasks import TASKS
 from reports.costs import token_totals
+from reports.fingerprints import fingerprint
 from reports.stats import bootstrap_ci
 
 
@@ -55,6 +56,7 @@ def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = ""
             ci_low, ci_high = bootstrap_ci([r.score for r in recs])
             labels = info.get(task, {}).get("labels")
             corpus = {"macro_f1": macro_f1(recs, labels)} if labels else {}  # beside accuracy, for unbalanced sets
+            prints, per_item = fingerprint(recs)
             runs.append({
                 "method": method,
                 "task": task,
@@ -77,6 +79,7 @@ def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = ""
                 "tokens": {phase: dict(tokens[(method, task, phase)]) for phase in ("selection", "inference")},
                 "selection_seconds": fit.selection_seconds if fit else 0.0,
                 "selection_time": selection_time(fit),
+                "scale": dict(getattr(fit, "scale", {}) or {}) if fit else {},  # what the fit ran at
                 "inference_seconds_per_query": float(np.mean([r.latency_s for r in recs])),
                 "budget": fit.budget if fit else None,
                 "budget_exhausted": bool(fit and fit.budget_exhausted),
@@ -87,6 +90,8 @@ def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = ""
                              **{k: list(v[1:]) for k, v in corpus.items()}},
                 "warnings": list(fit.warnings) if fit else [],
                 "error": None,
+                "fingerprint": prints,  # what was selected and answered (reports/fingerprints.py)
+                "items": per_item,
             })
     # the languages BERTScore served (as reward or metric); runs older than task_info list every task's
     langs = sorted({info[t]["lang"] if t in info else TASKS[t].lang for t in {r["task"] for r in runs}

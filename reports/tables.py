@@ -211,6 +211,20 @@ def extra_table(runs: list[dict], fmt: str = "github") -> str | None:
     return tabulate(rows, headers=["Method", "Task"] + keys, tablefmt="latex_raw" if fmt == "latex" else fmt, disable_numparse=True)
 
 
+def scale_table(runs: list[dict], fmt: str = "github") -> str | None:
+    """What each selector's fit ran at (Selector.scale: pulls, training queries, optimiser steps, beam...), per
+    task; None when no selector trained or searched anything."""
+    scaled = [r for r in runs if r.get("scale")]
+    if not scaled:
+        return None
+    return _cell_table(scaled, "Method (scale of its fit)",
+                       lambda r: ", ".join(f"{k} {_number(v)}" for k, v in r["scale"].items()), fmt)
+
+
+def _number(value) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def _cell_table(runs: list[dict], title: str, cell_text, fmt: str) -> str:
     """A method x task grid whose cells are `cell_text(run)`."""
     methods, tasks, cell = _grid(runs)

@@ -58,3 +58,50 @@ class FakeBackend(Backend):
         # longer shared words with the context -> higher score
         return [RawLoglik(logprob=-float(len(set(re.findall(r"\w+", x)) - set(re.findall(r"\w+", c)))) - 0.5,
                           n_tokens=max(1, len(x.split()))) for c, x in zip(contexts, continuations)]
+
+
+class RulesLearner(Backend):
+    """A fake LLM that is an ideal in-context learner of the `rules` task, so every selector's utility is known:
+    it answers a query with the code word of a demonstration of the same topic, when the prompt has one, and else
+    with the last demonstration's code word (a recency bias: surely wrong, since no demonstration has the query's
+    rule). Log-likelihood of a continuation: -0.1 for the word it would answer, -5 for any other; -3 for every
+    word without demonstrations. A prompt's utility is thus 1 exactly when it holds a same-rule demonstration
+    (the planted answer), whatever the label order."""
+
+    model_id = "rules-learner"
+    batch_size = 16
+
+    def __init__(self):
+        from bench.tasks.rules import TOPICS
+
+        self.topic_of = {word: topic for topic, words in TOPICS.items() for word in words.split()}
+        self.scored = 0
+
+    def _topic(self, text: str) -> str | None:
+        topics = {self.topic_of.get(w.strip()) for w in text.split(",")}
+        return next(iter(topics)) if len(topics) == 1 else None
+
+    def answer(self, prompt: str) -> str | None:
+        """The code word a same-topic demonstration shows, else the last demonstration's; None without any."""
+        blocks = [b for b in prompt.split("\n\n") if b.startswith("Input:")]
+        demos = [b.split("\n") for b in blocks[:-1] if len(b.split("\n")) >= 2]
+        if not blocks or not demos:
+            return None
+        want = self._topic(blocks[-1].split("\n")[0][len("Input:"):].strip())
+        for lines in demos:
+            if self._topic(lines[0][len("Input:"):].strip()) == want:
+                return lines[1][len("Output:"):].strip()
+        return demos[-1][1][len("Output:"):].strip()
+
+    def loglik(self, contexts, continuations):
+        self.scored += len(contexts)
+        out = []
+        for ctx, cont in zip(contexts, continuations):
+            known = self.answer(ctx)
+            value = -3.0 if known is None else (-0.1 if cont.strip() == known else -5.0)
+            out.append(RawLoglik(logprob=value, n_tokens=1))
+        return out
+
+    def generate(self, prompts, params, seeds):
+        return [RawGeneration(text=" " + (self.answer(p) or "unknown"), prompt_tokens=len(p.split()),
+                              completion_tokens=1) for p in prompts]

@@ -144,10 +144,11 @@ def test_propose_swap_replaces_one_slot_from_the_top_candidates():
     assert propose_swap((0, 1), zmean[:2], zsim[:2, :2], 4.0, 4, rng) is None  # nothing left to swap in
 
 
-def test_seed_lists_respect_the_overlap_limit():
-    ranked = [((0, 1, 2), 3.0), ((0, 1, 3), 2.9), ((4, 5, 6), 2.0), ((0, 4, 7), 1.0)]
+def test_seed_lists_respect_the_overlap_limit_against_the_union_of_taken_sets():
+    ranked = [((0, 1, 2), 3.0), ((0, 1, 3), 2.9), ((4, 5, 6), 2.0), ((0, 4, 7), 1.0), ((7, 8, 9), 0.5)]
     seeds = seed_lists(ranked, n=10, k=3, size=3, overlap_limit=1, rng=np.random.default_rng(0))
-    assert [tuple(sorted(s)) for s in seeds] == [(0, 1, 2), (4, 5, 6), (0, 4, 7)]  # (0,1,3) shares 2 with the first
+    # (0,1,3) shares 2 with the first; (0,4,7) shares one example with each taken set but two with their union
+    assert [tuple(sorted(s)) for s in seeds] == [(0, 1, 2), (4, 5, 6), (7, 8, 9)]
     more = seed_lists(ranked, n=10, k=3, size=5, overlap_limit=1, rng=np.random.default_rng(0))
     assert len(more) == 5 and len({tuple(sorted(s)) for s in more}) == 5  # random sets fill the shortfall
 

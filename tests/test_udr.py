@@ -106,6 +106,10 @@ def test_sampling_takes_one_of_the_best_one_of_the_worst_and_the_rest_between():
         assert sum(i < 5 for i in pick) >= 1 and sum(i >= 15 for i in pick) >= 1
     short = ScoredList("q", [0, 1, 2], [("a",), ("b",), ("c",)], np.array([3.0, 2.0, 1.0]))
     assert training.sample(short, rng) == [0, 1, 2]
+    nine = ScoredList("q", list(range(9)), [(str(i),) for i in range(9)], -np.arange(9.0))
+    for _ in range(200):  # the best and worst bands overlap at item 4: it is never drawn twice
+        pick = training.sample(nine, rng)
+        assert len(pick) == len(set(pick)) == 8
 
 
 # ---- candidates and LM scoring --------------------------------------------------------------------

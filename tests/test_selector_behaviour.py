@@ -1,0 +1,179 @@
+"""Every selector against a planted answer: the `rules` task answered by an ideal in-context learner
+(tests/fakes.py RulesLearner), so a prompt's utility for a query is known exactly (1 when it holds a
+demonstration of the query's rule, else 0). Each selector runs its real fit through the real reward oracle, at a
+small size, and must do what its method exists to do:
+- what is chosen: a task-level set among the best random sets; an instance-level choice better than most
+  fixed sets (the search, the training and the final choice all point the right way);
+- a per-query choice reads the query: the scores a ranker gives the candidate arms change with the query, and
+  retrieval picks other demonstrations for queries of other rules;
+- a trained ranker ranks its training queries' arms by the planted utility;
+- every final choice step (re-scoring the top m) keeps the best arm it observed, not the worst.
+A selector whose core step is inverted (the worst kept) or skipped (no learning, query ignored) fails here.
+"""
+import random
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from bench.llm import LLMClient
+from bench.oracle import RewardOracle
+from bench.tasks import make_task
+from fakes import RulesLearner
+from methods.bandit_base import observed_rewards
+from methods.base import FitContext, accepted_params, available, create
+
+K = 4
+BANDIT = {"n_arms": 16, "m": 3, "challengers": 2, "cold_start": 2, "mc_passes": 8, "max_pulls": 12,
+          "epochs_per_round": 2}
+LTR = {**BANDIT, "train_arms": 8, "negatives": 2, "epochs": 60}
+PARAMS = {
+    "lens": {"indication_size": 2, "keep": 8, "max_candidates": 24, "beam": 4, "iterations": 3, "swaps": 3,
+             "shuffles": 1, "heldout": 24, "heuristic_beam": 3, "heuristic_iterations": 3, "heuristic_init": 12},
+    "explora": {"n_arms": 24, "iterations": 4, "u_size": 6, "v_size": 3},
+    "bridge": {"n_candidates": 24, "n_init": 6, "n_iter": 14, "rounds": 1},
+    "udr": {"n_train_queries": 16, "n_candidates": 8, "rounds": 1, "epochs": 2},
+    "case-dynamic": {**BANDIT, "pulls_per_query": 6},
+    "udr@dearicl-data": {**BANDIT, "epochs": 2},
+    "dearicl-noexplore": {**BANDIT, "initial_arms": 8, "train_rounds": 2},
+}
+SKIP = {"zero-shot": "no demonstrations: nothing to choose", "few-shot": "a seeded random draw: nothing to learn"}
+# PiRank's loss fits its training slates but ranks unseen queries alike (methods/pirank.py, "Measured behaviour"):
+# on its own data its choice is no better than a fixed set, so only its query dependence and training order count
+WEAK_GENERALISATION = {"pirank"}
+SELECTORS = sorted(n for n in available() if n not in SKIP)
+# per-query choices by a trained model over a fixed set of candidate arms (`candidates_`, `candidate_scores`)
+RANKERS = sorted(n for n in SELECTORS if available()[n].level == "instance" and n not in
+                 ("knn", "mmr", "udr", "case-dynamic"))
+
+
+def params_for(name: str) -> dict:
+    if name in PARAMS:
+        return {"k": K, **PARAMS[name]}
+    accepted = set(accepted_params(available()[name]))
+    pool = LTR if {"epochs", "train_arms"} <= accepted else BANDIT
+    return {"k": K, **{key: value for key, value in pool.items() if key in accepted}}
+
+
+@pytest.fixture(scope="module")
+def world():
+    task = make_task("rules").configure()
+    return task, task.load_splits(None, n_test=40, n_val=12, pool_size=160, seed=0)
+
+
+@pytest.fixture(scope="module")
+def fits(world, encoder):
+    """Each selector fitted once for the module (fits are the slow part)."""
+    cache = {}
+
+    def fit(name):
+        if name not in cache:
+            task, splits = world
+            oracle = RewardOracle(LLMClient(RulesLearner()), task, name, bertscore=None)
+            ctx = FitContext(task=task, pool=splits.pool, validation=splits.validation, encoder=encoder,
+                             oracle=oracle, seed=0, k=K)
+            cache[name] = (create(name, params_for(name)).fit(ctx), oracle)
+        return cache[name]
+
+    return fit
+
+
+def utility(demos, query) -> float:
+    """The planted answer: the ideal learner is right exactly when a same-rule demonstration is shown."""
+    return float(any(d.answer == query.answer for d in demos))
+
+
+def random_utilities(splits, draws: int = 300, seed: int = 0) -> np.ndarray:
+    rng = random.Random(seed)
+    return np.array([np.mean([utility(s, q) for q in splits.test]) for s in
+                     (rng.sample(splits.pool, K) for _ in range(draws))])
+
+
+@pytest.mark.parametrize("name", SELECTORS)
+def test_what_is_chosen_beats_most_fixed_sets(name, world, fits):
+    task, splits = world
+    selector, oracle = fits(name)
+    chosen = [selector.select(q) for q in splits.test]
+    assert all(len(c) == K for c in chosen)
+    assert not {d.id for c in chosen for d in c} & {q.id for q in splits.test}
+    assert oracle.calls > 0 or name in ("knn", "mmr"), f"{name} made no selection call"
+    mean = float(np.mean([utility(c, q) for c, q in zip(chosen, splits.test)]))
+    random_sets = random_utilities(splits)
+    if selector.level == "task":
+        assert len({tuple(d.id for d in c) for c in chosen}) == 1  # one set for every query
+    if name in WEAK_GENERALISATION:
+        return
+    # random sets: median 0.625, 75th percentile 0.70, best 0.825; a search or ranker turned upside down lands
+    # near the bottom, one that does nothing near the median
+    assert mean > np.percentile(random_sets, 75), (name, mean, np.percentile(random_sets, [50, 75, 100]))
+
+
+@pytest.mark.parametrize("name", ["knn", "mmr", "udr", "case-dynamic"])
+def test_retrieval_reads_the_query(name, world, fits):
+    """Retrieval and per-query bandits pick same-rule demonstrations, so other rules get other sets."""
+    task, splits = world
+    selector, _ = fits(name)
+    chosen = [selector.select(q) for q in splits.test]
+    assert np.mean([utility(c, q) for c, q in zip(chosen, splits.test)]) >= random_utilities(splits).max() + 0.1
+    if name == "case-dynamic":  # it picks arms of four topics each: two rules may share the best arm
+        assert len({tuple(d.id for d in c) for c in chosen}) >= 3
+        return
+    sets_of = {}
+    for c, q in zip(chosen, splits.test):
+        sets_of.setdefault(q.answer, set()).add(tuple(sorted(d.id for d in c)))
+    rules = list(sets_of)
+    assert all(sets_of[a].isdisjoint(sets_of[b]) for a in rules for b in rules if a < b)
+
+
+@pytest.mark.parametrize("name", RANKERS)
+def test_a_rankers_scores_depend_on_the_query(name, world, fits):
+    task, splits = world
+    selector, _ = fits(name)
+    by_rule = {}
+    for q in splits.test:
+        by_rule.setdefault(q.answer, q)
+    scores = [selector.candidate_scores(q, selector.candidates_) for q in by_rule.values()]
+    assert len(selector.candidates_) >= 2
+    assert any(not np.allclose(scores[0], s) for s in scores[1:]), f"{name}: the same scores for every query"
+
+
+@pytest.mark.parametrize("name", [n for n in RANKERS if not n.startswith("dearicl")])
+def test_a_trained_ranker_orders_its_training_queries_arms_by_the_planted_utility(name, world, fits):
+    """The ranking loss trains toward the rewards: on the validation queries it was trained on, arms with a
+    same-rule demonstration score above the others (ROC AUC; 0.5 is chance, below it an inverted loss)."""
+    task, splits = world
+    selector, _ = fits(name)
+    aucs = []
+    for q in splits.validation:
+        truth = [utility(selector.demos_of(int(a)), q) for a in selector.candidates_]
+        if 0 < sum(truth) < len(truth):
+            aucs.append(roc_auc_score(truth, selector.candidate_scores(q, selector.candidates_)))
+    assert len(aucs) >= 3
+    assert np.mean(aucs) > (0.5 if name in WEAK_GENERALISATION else 0.65), (name, np.mean(aucs))
+
+
+@pytest.mark.parametrize("name", ["case-static", "dearicl-static", "lucb-static", "dearicl-pac-static"])
+def test_the_final_choice_keeps_the_best_rescored_arm(name, world, fits):
+    task, splits = world
+    selector, oracle = fits(name)
+    observed = observed_rewards(selector.prep_.env, oracle)
+    top = [a for a in selector.result_.top_m if observed.get(a)]
+    means = {a: np.mean(observed[a]) for a in top}
+    assert len(top) >= 2 and selector.best_arm_ in top
+    assert means[selector.best_arm_] == max(means.values())
+    assert selector.select(splits.test[0]) == selector.demos_of(selector.best_arm_)
+
+
+def test_the_planted_answer_separates_good_and_bad_prompts(world):
+    """The checks above bite: random sets spread widely, same-rule sets are perfect, other-rule ones useless, and
+    the fake learner's reward is exactly the planted utility."""
+    task, splits = world
+    random_sets = random_utilities(splits)
+    assert np.percentile(random_sets, 90) - np.percentile(random_sets, 10) >= 0.15 and random_sets.max() < 0.95
+    same = [[d for d in splits.pool if d.answer == q.answer][:K] for q in splits.test]
+    other = [[d for d in splits.pool if d.answer != q.answer][:K] for q in splits.test]
+    assert [utility(s, q) for s, q in zip(same, splits.test)] == [1.0] * len(splits.test)
+    assert [utility(s, q) for s, q in zip(other, splits.test)] == [0.0] * len(splits.test)
+    oracle = RewardOracle(LLMClient(RulesLearner()), task, "check", bertscore=None)
+    for demos in (same[0], other[0], random.Random(1).sample(splits.pool, K)):
+        assert list(oracle.pull(demos, splits.test)) == [utility(demos, q) for q in splits.test]
