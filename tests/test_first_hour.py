@@ -329,3 +329,261 @@ def test_readme_documents_the_item_fields_where_selector_authors_look():
     for item_field in dataclasses.fields(Item):
         assert f"`{item_field.name}`" in section, item_field.name
     assert "`gold_output`" in section
+
+
+# ---- found by planting bugs in the first-hour features ------------------------------------------------------------
+def test_the_eta_is_the_time_left_at_the_rate_so_far():
+    bar = Progress(10, "x", enabled=False)
+    bar.began -= 30  # 30 s for 3 of 10: 70 s to go
+    bar.update(3)
+    assert bar.line() == "x: 3/10 it, 0:30 elapsed, ETA 1:10"
+    bar.update(7)
+    assert bar.line() == "x: 10/10 it, 0:30 elapsed"  # done: no ETA
+
+
+def test_pulls_made_while_selecting_are_not_counted_as_inference_calls(tmp_path, data_dir, fake, bars):
+    from methods.base import Selector
+
+    class PullsPerQuery(Selector):  # a per-query selector that asks the LLM while it selects (like case-dynamic)
+        level = "instance"
+
+        def fit(self, ctx):
+            self.ctx_ = ctx
+            return self
+
+        def select(self, query):
+            self.ctx_.oracle.pull(self.ctx_.pool[:self.k], self.ctx_.validation[:1])
+            return self.ctx_.pool[:self.k]
+
+    bench.evaluate([PullsPerQuery(k=2)], ["gsm8k"], llm=fake, n_test=5, n_val=2, pool_size=30, data_dir=data_dir,
+                   out=tmp_path / "run")
+    bar = next(b for b in bars if b.desc.startswith("inference"))
+    assert bar.n == bar.total == 5  # three batches of the fake's two; the pulls between them are not these
+
+
+def test_a_failed_run_never_removes_a_folder_it_did_not_create(tmp_path, data_dir):
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="gave up"):
+        bench.evaluate([failing_selector(False)], ["gsm8k"], llm=FakeBackend(), n_test=2, n_val=2, pool_size=30,
+                       data_dir=data_dir, out=out)
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_n_test_and_n_val_may_take_every_item_but_not_one_more():
+    from bench.items import Item
+    from bench.tasks import make_task
+
+    task = make_task("gsm8k")
+
+    def items(split, n):
+        return [Item(id=f"gsm8k/{split}:{i}", question=f"{split} question {i}", answer=str(i), split=split)
+                for i in range(n)]
+
+    def subsample(n_test, n_val):
+        return task.subsample(items("train", 20), items("val", 4), items("test", 6), n_test=n_test, n_val=n_val,
+                              pool_size=None, seed=0)
+
+    splits = subsample(6, 4)
+    assert (len(splits.test), len(splits.validation)) == (6, 4)
+    with pytest.raises(ConfigError,
+                       match=r"^--n-test 7 is more than task 'gsm8k' has \(6 test items\); use --n-test all$"):
+        subsample(7, 4)
+    with pytest.raises(ConfigError, match=r"^--n-val 5 is more than task 'gsm8k' has \(4 validation items\)$"):
+        subsample(6, 5)
+
+
+def test_k_may_equal_the_pool_but_not_exceed_it():
+    from bench.tasks import make_task
+    from methods.base import create
+
+    task = make_task("gsm8k")
+    knn = create("knn", {"k": 5})
+    knn.check_splits(task, 5, 2)
+    with pytest.raises(ConfigError, match=r"knn: k=5 is larger than the pool of task 'gsm8k' \(4 items\)"):
+        knn.check_splits(task, 4, 2)
+
+
+def test_the_summary_table_shows_scores_and_intervals_x100():
+    from bench.cli import summary_table
+
+    run = {"method": "knn", "task": "sst2", "metric": "accuracy", "metric_label": "Acc", "score": 0.625,
+           "ci_low": 0.5, "ci_high": 0.75, "n": 8, "llm_calls": {"selection": 0, "inference": 8}}
+    failed = {**run, "method": "mmr", "score": None, "ci_low": None, "ci_high": None, "warnings": ["w"]}
+    lines = summary_table({"runs": [run, failed]}).splitlines()
+    assert lines[2].split() == ["knn", "sst2", "Acc", "8", "62.50", "[50.0,", "75.0]", "0/8"]
+    assert lines[3].split() == ["mmr", "sst2", "Acc", "8", "FAILED", "0/8", "1"]
+
+
+def test_first_sentence_reads_past_et_al_and_line_breaks():
+    from bench.cli import first_sentence
+
+    assert first_sentence("Few-shot CoT as in Wei et al. (2022), with\n    k demonstrations. More.\n\nOther.") == \
+        "Few-shot CoT as in Wei et al. (2022), with k demonstrations."
+    assert first_sentence("KNN of Rubin et al. Their retriever. Rest.") == "KNN of Rubin et al. Their retriever."
+    assert first_sentence(None) == ""
+
+
+@pytest.mark.parametrize("setting", ["tasks", "n_test", "n_val", "pool_size", "seed", "k", "llm", "generation",
+                                     "selection_llm", "selection_generation", "scoring", "calibration", "reward"])
+def test_compare_checks_every_setting_the_scores_depend_on(setting):
+    from bench.compare import differing_settings
+
+    assert differing_settings({"config": {setting: 1}}, {"config": {setting: 2}}) == \
+        [f"{setting} 1 here, 2 in the reference"]
+    assert differing_settings({"config": {setting: 1, "out": "a"}}, {"config": {setting: 1, "out": "b"}}) == []
+
+
+def test_report_cells_and_headers_on_the_x100_scale():
+    from reports.tables import _task_header, score_cell
+
+    assert score_cell({"score": 0.625, "ci_low": 0.5, "ci_high": 0.75}, None, "github") == "62.50 [50.0, 75.0]"
+    assert score_cell({"score": 0.5}, None, "github") == "50.00"
+    row = {"task": "sst2", "metric": "accuracy", "metric_label": "Acc", "n": 8, "score": 0.5}
+    failed = {**row, "n": 0, "score": None}
+    assert _task_header("sst2", [row, failed]) == "sst2 (Acc ×100 [95% CI], n = 8)"
+    assert _task_header("sst2", [row, {**row, "n": 6}]) == "sst2 (Acc ×100 [95% CI], n = 6–8)"
+
+
+def test_selection_time_splits_into_embedding_llm_and_the_rest():
+    from bench.records import FitSummary
+    from reports.results import selection_time
+
+    fit = FitSummary("knn", "sst2", "task", selection_seconds=10.0, selection_calls=0, budget=None,
+                     budget_exhausted=False, llm_seconds=3.0, embedding_seconds=2.0)
+    assert selection_time(fit) == {"embedding": 2.0, "llm": 3.0, "other": 5.0}
+    assert selection_time(None) == {"embedding": 0.0, "llm": 0.0, "other": 0.0}
+
+
+def test_the_encoder_adds_up_its_seconds_and_shows_long_encodes(monkeypatch):
+    import numpy as np
+
+    import bench.encoder as encoder_mod
+
+    opened = []
+
+    class Recording(Progress):
+        def __init__(self, total, desc, enabled=True, **kwargs):
+            super().__init__(total, desc, False, **kwargs)
+            self.shown = enabled
+            opened.append(self)
+
+    class SlowModel:
+        def encode(self, texts, **kwargs):
+            time.sleep(0.05)
+            return np.ones((len(texts), 4))
+
+    monkeypatch.setattr(encoder_mod, "Progress", Recording)
+    encoder = encoder_mod.Encoder(model="fake")
+    encoder._model = SlowModel()
+    encoder.encode([f"text {i}" for i in range(1100)])  # three chunks of at most 512
+    assert opened[0].shown and opened[0].n == opened[0].total == 1100
+    first = encoder.seconds
+    assert first >= 0.15
+    encoder.encode(["one more"])
+    assert not opened[1].shown  # a short encode: no progress lines
+    assert encoder.seconds >= first + 0.05  # added up over encodes, not the last one's
+
+
+def test_the_fit_bar_moves_once_calls_are_answered_also_from_per_query_oracles(tmp_path):
+    from bench.items import Item
+    from bench.oracle import RewardOracle
+    from bench.tasks import make_task
+
+    backend = FakeBackend()
+    client = LLMClient(backend, CallCache(tmp_path / "c.sqlite"))
+    oracle = RewardOracle(client, make_task("gsm8k").configure(reward="metric"), "m", bertscore=None)
+    seen = []
+    oracle.on_calls = lambda calls: seen.append((calls, len(backend.prompts)))  # (counted, answered by then)
+    demos = [Item(id=f"gsm8k/train:{i}", question=f"Q{i}", answer=str(i), rationale="r") for i in range(2)]
+    items = [Item(id=f"gsm8k/val:{i}", question=f"V{i}", answer=str(i)) for i in range(2)]
+    oracle.child(None).pull(demos, items)
+    assert seen == [(2, 2)]
+    oracle.loglik(["context a", "context b"], [" x", " y"])
+    assert seen[-1] == (4, 4)
+
+
+def setup_project(tmp_path) -> Path:
+    """scripts/setup.sh in a project folder of its own, with a .venv whose pip only writes down what it was asked."""
+    import shutil
+
+    project = tmp_path / "project"
+    (project / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "setup.sh", project / "scripts" / "setup.sh")
+    (project / "pyproject.toml").write_text("")
+    (project / "constraints.txt").write_text("")
+    venv = project / ".venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").write_text("#!/bin/sh\nexit 0\n")
+    (venv / "pip").write_text('#!/bin/sh\necho "$*" >> "$(dirname "$0")/../pip.log"\n')
+    for tool in ("python", "pip"):
+        (venv / tool).chmod(0o755)
+    return project
+
+
+def run_setup(project: Path, *args: str):
+    import subprocess
+
+    return subprocess.run(["bash", str(project / "scripts" / "setup.sh"), *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.mark.parametrize("args, extras", [((), "embedded,test"), (("--with-llamacpp",), "embedded,test,llamacpp")])
+def test_setup_installs_llama_cpp_only_when_asked(tmp_path, args, extras):
+    project = setup_project(tmp_path)
+    proc = run_setup(project, *args)
+    assert proc.returncode == 0, proc.stderr
+    installs = (project / ".venv" / "pip.log").read_text().splitlines()
+    assert sum(f"-e .[{extras}]" in line for line in installs) == 1, installs
+    assert ("llamacpp" in "".join(installs)) == ("--with-llamacpp" in args)
+
+
+def test_setup_refuses_an_unknown_option_before_installing_anything(tmp_path):
+    project = setup_project(tmp_path)
+    proc = run_setup(project, "--with-llama")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "error: unknown option --with-llama (scripts/setup.sh [--with-llamacpp])"
+    assert not (project / ".venv" / "pip.log").exists()
+
+
+def test_a_calibrated_task_counts_the_content_free_calls_of_every_demonstration_set(tmp_path, data_dir, bars):
+    from methods.base import Selector
+    from test_classification import CopyingClassifier
+
+    class Rotating(Selector):  # a demonstration set of its own for each query
+        level = "instance"
+
+        def fit(self, ctx):
+            self.pool_, self.queries_ = ctx.pool, 0
+            return self
+
+        def select(self, query):
+            self.queries_ += 1
+            return self.pool_[self.queries_:self.queries_ + self.k]
+
+    bench.evaluate([Rotating(k=2)], ["sst2"], llm=CopyingClassifier(["Negative", "Positive"]), n_test=6, n_val=2,
+                   pool_size=30, data_dir=data_dir, calibration="contextual", out=tmp_path / "run")
+    bar = next(b for b in bars if b.desc.startswith("inference"))
+    assert bar.n == bar.total == 6 + 6 * 3  # six items, and three content-free inputs for each of six sets
+
+
+def test_a_resume_mismatch_names_a_setting_the_earlier_run_did_not_have(tmp_path, data_dir, fake, capsys):
+    out = tmp_path / "r"
+    assert main(run_args(data_dir, out)) == 0
+    saved = json.loads((out / "config.json").read_text())
+    del saved["identity"]["seed"]  # a run from before the setting existed
+    (out / "config.json").write_text(json.dumps(saved))
+    capsys.readouterr()
+    assert main(["--resume", "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "(seed: null there, 0 now)" in err and err.count("\n") == 1
+
+
+def test_resume_without_out_is_one_line_and_starts_nothing(tmp_path, data_dir, fake, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    args = run_args(data_dir, "unused")
+    del args[args.index("--out"):args.index("--out") + 2]
+    assert main([*args, "--resume"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --resume needs --out DIR, the run folder to continue"
+    assert list(tmp_path.iterdir()) == [] and fake.prompts == []
