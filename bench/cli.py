@@ -23,6 +23,7 @@ SUBCOMMANDS = {  # name -> what it does, for `python -m bench --help`
     "simulate": "bandit methods on SIMULATED rewards with known truth",
     "perf": "speed ratios: shared-prefix pulls, ranking, bandit overhead",
     "data": "fetch the bundled data from its pinned sources (checksums verified), or verify a data folder",
+    "table": "record every (arm, item) reward of the bandit setting once (build), or summarise a table (show)",
 }
 ALL_TASKS = "gsm8k,aquarat,wmt19"
 DEMO_METHODS = ("zero-shot", "few-shot", "knn", "mmr")  # what a bare run shows the plan of (the README demo)
@@ -487,7 +488,8 @@ def cmd_simulate(argv: list[str]) -> int:
 
     out = run(argv)
     env = out["env"]
-    print(f"SIMULATED environment '{env['name']}' (m={env['m']}, epsilon={env['epsilon']}, delta={env['delta']}):")
+    kind = "RECORDED (real LLM rewards replayed from a table)" if env.get("recorded") else "SIMULATED"
+    print(f"{kind} environment '{env['name']}' (m={env['m']}, epsilon={env['epsilon']}, delta={env['delta']}):")
     for r in out["results"]:
         coverage = "  coverage n/a" if r["coverage"] is None else f"  coverage {r['coverage']:.3f}"
         print(f"  {r['method']:>22}  runs {r['runs']}  pulls {r['mean_pulls']:.1f} ± {r['pulls_se']:.1f}"
@@ -568,6 +570,72 @@ def cmd_data(argv: list[str]) -> int:
     return 1 if problems else 0
 
 
+def table_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="python -m bench table", description="Recorded reward tables (bench/reward_table.py).")
+    p.add_argument("action", choices=["build", "show"], help="build: record a table; show: summarise one")
+    p.add_argument("file", type=Path, help="the table (.npz): written by build, read by show")
+    p.add_argument("--task", default="sst2", help="task of the table (build)")
+    p.add_argument("--task-file", type=Path, action="append", default=[], metavar="FILE.yaml",
+                   help="a task spec to register first (build)")
+    p.add_argument("--llm", default="gemma3-270m", help="LLM alias or model (build)")
+    p.add_argument("--backend", choices=["embedded", "hf", "openai", "ollama", "llamacpp"], default=None,
+                   help="override the alias's backend (build)")
+    p.add_argument("--arms", type=_positive, default=100, help="arms, built as the bandit selectors build them")
+    p.add_argument("--k", type=_positive, default=5, help="demonstrations per arm")
+    p.add_argument("--n-val", type=_positive, default=50, help="validation items (the pool a replay pulls from)")
+    p.add_argument("--n-test", type=_positive, default=200, help="test items (the scores of a replayed selection)")
+    p.add_argument("--pool-size", type=_positive, default=None, help="subsample the demonstration pool")
+    p.add_argument("--samples", type=_positive, default=3,
+                   help="seeded samples per (arm, item) at --temperature (one when answers are deterministic)")
+    p.add_argument("--temperature", type=float, default=0.25, help="sampling temperature (the paper's 0.25)")
+    p.add_argument("--max-new-tokens", type=_positive, default=256, help="generation cap (a label needs 8)")
+    p.add_argument("--scoring", choices=SCORINGS, default="auto", help="as for `run`")
+    p.add_argument("--calibration", choices=CALIBRATIONS, default="none", help="as for `run`")
+    p.add_argument("--reward", choices=REWARDS, default="auto", help="as for `run`")
+    p.add_argument("--seed", type=int, default=0, help="seed of the subsamples and the arms")
+    p.add_argument("--data-dir", type=Path, default=None,
+                   help="data folder (default: BENCH_DATA_DIR, else ../shared/data beside the project)")
+    p.add_argument("--cache", type=Path, default=None,
+                   help="LLM answer cache; a killed build resumes from it (default: FILE's folder/FILE.cache.sqlite)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def cmd_table(argv: list[str]) -> int:
+    args = table_parser().parse_args(argv)
+    from bench.reward_table import RewardTable, build
+
+    if args.action == "show":
+        print(RewardTable.load(args.file).summary())
+        return 0
+    from bench.encoder import Encoder
+    from bench.llm import CallCache, CallLog, GenerationParams, LLMClient, LLMSpec, make_backend
+    from bench.llm.registry import resolve
+    from bench.metrics import BertScore
+    from bench.tasks import load_task_file, make_task
+
+    if args.temperature < 0:
+        raise ConfigError(f"--temperature must be >= 0, got {args.temperature}")
+    for path in args.task_file:
+        load_task_file(path)
+    bertscore = BertScore()
+    task = make_task(args.task, bertscore).configure(args.scoring, args.calibration, args.reward)
+    splits = task.load_splits(args.data_dir or default_data_dir(), n_test=args.n_test, n_val=args.n_val,
+                              pool_size=args.pool_size, seed=args.seed)
+    spec = LLMSpec(args.llm, backend=args.backend)
+    resolve(spec)  # a bad name fails before any model loads
+    cache = CallCache(args.cache or args.file.with_suffix(".cache.sqlite"))
+    client = LLMClient(make_backend(spec), cache, CallLog(None),
+                       GenerationParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                                        seed=args.seed), "auto")
+    table = build(task, splits, client, Encoder(), bertscore, n_arms=args.arms, k=args.k, seed=args.seed,
+                  samples=args.samples, progress=not args.no_progress)
+    table.save(args.file)
+    print(table.summary())
+    print(f"wrote {args.file}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
@@ -593,7 +661,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] in SUBCOMMANDS:
         argv = argv[1:]
     handler = {"run": cmd_run, "list": cmd_list, "report": cmd_report, "compare": cmd_compare,
-               "simulate": cmd_simulate, "perf": cmd_perf, "data": cmd_data}[command]
+               "simulate": cmd_simulate, "perf": cmd_perf, "data": cmd_data, "table": cmd_table}[command]
     try:
         return handler(argv)
     except BenchError as exc:

@@ -1,6 +1,7 @@
-"""`python -m bench simulate`: bandit methods against SIMULATED environments with known truth.
+"""`python -m bench simulate`: bandit methods against environments with known truth.
 
-Everything written here is labelled simulated: rewards come from a formula, not from an LLM.
+Everything written here is labelled: SIMULATED where rewards come from a formula, RECORDED where they are a real
+LLM's rewards replayed from a reward table (`--env table:FILE`, bench/reward_table.py).
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ SIM_METHODS = {
     "lucb": SimMethod("model-free", "lucb"),  # per-arm anytime confidence sequences (dearicl/confidence.py)
     "dearicl-pac": SimMethod("pac"),  # certified stop (dearicl/pac.py)
 }
-ENVS = ("linear", *FAMILIES, "custom")
+ENVS = ("linear", *FAMILIES, "custom", "table:FILE")
 DEFAULT_METHODS = "case,dearicl,dearicl-random,lucb,dearicl-pac"
 
 
@@ -49,9 +50,11 @@ def parser() -> argparse.ArgumentParser:
                                 description="Run bandit methods on SIMULATED reward environments with known truth. "
                                             "Testbed families (nonlinear, slots, pairwise, order, latent) draw a "
                                             "new random instance per run; see dearicl/testbeds.py.")
-    p.add_argument("--env", choices=ENVS, required=True,
-                   help="reward environment: linear (--features-csv, --theta), a testbed family, or custom "
-                        "(--reward-module)")
+    p.add_argument("--env", required=True, metavar="|".join(ENVS),
+                   help="reward environment: linear (--features-csv, --theta), a SIMULATED testbed family, custom "
+                        "(--reward-module), or table:FILE, a recorded table of real LLM rewards (bench table build)")
+    p.add_argument("--table-reward", choices=["rewards", "metric", "loglik"], default="rewards",
+                   help="table:FILE: which recorded reward a pull returns")
     p.add_argument("--methods", default=None,
                    help=f"comma-separated, or 'all': {', '.join(SIM_METHODS)} (default: {DEFAULT_METHODS}; "
                         "case only on linear)")
@@ -151,8 +154,57 @@ def parse_methods(args, linear: bool) -> list[str]:
     return methods
 
 
+def table_world(args, env_info: dict):
+    """table:FILE: the recorded table's arms and items, embedded as the harness embeds them; per run, a seeded
+    --n-val of the table's validation pool is what the bandit pulls on (the truth stays the whole pool)."""
+    from bench.encoder import Encoder
+    from bench.reward_table import RewardTable
+    from bench.tasks import make_task
+    from dearicl.arms import ArmSet
+    from dearicl.environments import RecordedEnvironment
+
+    path = Path(args.env.split(":", 1)[1])
+    table = RewardTable.load(path)
+    meta = table.meta
+    task = make_task(meta["task"])
+    splits = task.load_splits(args.data_dir or default_data_dir(), n_test=meta["n_test"], n_val=meta["n_validation"],
+                              pool_size=meta["pool_size"], seed=meta["seed"])
+    items = {it.id: it for it in splits.validation + splits.test}
+    if [it for it in table.item_ids if it not in items]:
+        raise DataError(f"{path}: its items are not those of task '{meta['task']}' in this data folder")
+    index = {it.id: i for i, it in enumerate(splits.pool)}
+    members = np.array([[index[d] for d in row] for row in table.arm_demo_ids])
+    enc = Encoder()
+    demo = enc.encode_items(splits.pool, with_output=True)
+    pool_rows = table.validation
+    queries_all = enc.encode_items([items[i] for i in table.item_ids[pool_rows]])
+    arms = ArmSet(members=members, clusters=np.zeros(len(splits.pool), dtype=np.int64))
+    n_val = min(args.n_val, len(pool_rows))
+    values = getattr(table, args.table_reward)
+    values = values[:, :, None] if values.ndim == 2 else values
+    env_info.update(table=str(path), task=meta["task"], model=meta["model"], n_arms=len(members), k=meta["k"],
+                    n_val=n_val, validation_pool=len(pool_rows), samples=values.shape[2], reward=args.table_reward,
+                    simulated=False, recorded=True)
+    cache: dict[int, World] = {}
+
+    def instance(run: int) -> World:
+        if run not in cache:
+            pick = np.sort(np.random.default_rng([args.seed, run, 2]).choice(len(pool_rows), n_val, replace=False))
+            queries = queries_all[pick]
+            cache[run] = World(lambda rng: RecordedEnvironment(values, pool_rows[pick], pool_rows, rng),
+                               case_features=slot_similarity_features(arms, demo, queries),
+                               arm_emb=arm_embeddings(arms, demo), queries=queries)
+        return cache[run]
+
+    return instance
+
+
 def worlds(args, noise: float, env_info: dict):
     """A function run -> World: a new instance per run for the families, one fixed world otherwise."""
+    if args.env.startswith("table:"):
+        return table_world(args, env_info)
+    if args.env not in ENVS:
+        raise ConfigError(f"--env must be one of {', '.join(ENVS)}, got {args.env!r}")
     if args.env == "linear":
         features = read_features(args.features_csv)
         if args.theta is None:
@@ -248,7 +300,7 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
         stops[res.stopped_by] = stops.get(res.stopped_by, 0) + 1
         if r == 0:
             trace0 = res.trace
-    row = {"method": name, "simulated": True, "runs": args.runs, "kind": spec.kind, "settings": dict(spec.neural),
+    row = {"method": name, "simulated": not args.env.startswith("table:"), "runs": args.runs, "kind": spec.kind, "settings": dict(spec.neural),
            "delta": args.delta}
     for key, label in (("pulls", "mean_pulls"), ("error", "error_rate"), ("eps_error", "eps_error_rate"),
                        ("regret", "mean_simple_regret"), ("coverage", "coverage")):

@@ -164,3 +164,27 @@ def load_reward_module(path: str | Path) -> RewardFn:
     if not callable(fn):
         raise ConfigError(f"reward module {path} defines no function reward(query_embedding, demo_embeddings, rng)")
     return fn
+
+
+class RecordedEnvironment:
+    """A pull replayed from a recorded reward table (bench/reward_table.py): REAL LLM rewards, recorded once.
+
+    The bandit sees a fixed set of validation items (its `rows` of the table's validation pool, as a run with
+    --n-val sees its items); a pull returns the arm's recorded reward on each of them, one of the recorded samples
+    drawn at random per item. The truth is the arm's mean over the WHOLE validation pool and every sample, so
+    eps-error, regret and width coverage are exact, and judge the population, not just the items pulled."""
+
+    def __init__(self, values: np.ndarray, rows: np.ndarray, pool: np.ndarray, rng: np.random.Generator):
+        self.values, self.rows, self.rng = values, np.asarray(rows), rng  # values: [arms, items, samples]
+        self.n_arms = len(values)
+        self.true_means = values[:, pool].reshape(len(values), -1).mean(axis=1)
+
+    def pull(self, arm: int) -> np.ndarray:
+        samples = self.rng.integers(self.values.shape[2], size=len(self.rows))
+        return self.values[arm, self.rows, samples].astype(np.float64)
+
+    def llm_calls(self) -> int:
+        return 0
+
+    def llm_seconds(self) -> float:
+        return 0.0

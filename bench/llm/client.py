@@ -80,16 +80,16 @@ class LLMClient:
         keys = [self.generate_key(prefix + s, params, i) for s, i in zip(suffixes, sample_indices)]
         return prefix, suffixes, keys
 
-    def classify_keys(self, task, demos: Sequence[Item], items: Sequence[Item]
-                      ) -> tuple[str, list[str], list[list[str]], list[str]]:
-        """(shared prefix, per-item suffixes, per-item continuations, cache keys) of ranking a task's label words
-        after each item's prompt. A continuation starts with a space unless the prompt ends in whitespace (a
-        chat template's assistant turn)."""
+    def classify_keys(self, task, demos: Sequence[Item], items: Sequence[Item],
+                      words: Sequence[Sequence[str]] | None = None) -> tuple[str, list[str], list[list[str]], list[str]]:
+        """(shared prefix, per-item suffixes, per-item continuations, cache keys) of scoring continuations after
+        each item's prompt: the task's label words, or each item's own `words`. A continuation starts with a space
+        unless the prompt ends in whitespace (a chat template's assistant turn)."""
         head, tail = self.wrap
         prefix = head + task.prefix(demos)
         suffixes = [task.format_query(it) + tail for it in items]
-        words = task.choice_words()
-        choices = [[w if (prefix + s)[-1:].isspace() else " " + w for w in words] for s in suffixes]
+        words = [task.choice_words()] * len(items) if words is None else words
+        choices = [[w if (prefix + s)[-1:].isspace() else " " + w for w in row] for s, row in zip(suffixes, words)]
         keys = [call_key("classify", self.backend.model_id, {"prompt": prefix + s, "choices": c})
                 for s, c in zip(suffixes, choices)]
         return prefix, suffixes, choices, keys
@@ -122,11 +122,11 @@ class LLMClient:
         return self._with_open_think(self._answer(keys, indices, run, scope, "generate",
                                                   step=self.backend.prefix_batch_size or self.backend.batch_size))
 
-    def classify(self, task, demos: Sequence[Item], items: Sequence[Item], *, scope: CallScope
-                 ) -> tuple[list[list[float]], list[Generation]]:
-        """Rank classification: per item, the log-likelihood of each of `task.choice_words()` after its prompt
-        (one call per item, the prefix shared), with the calls' accounting."""
-        prefix, suffixes, choices, keys = self.classify_keys(task, demos, items)
+    def classify(self, task, demos: Sequence[Item], items: Sequence[Item], *, scope: CallScope,
+                 words: Sequence[Sequence[str]] | None = None) -> tuple[list[list[float]], list[Generation]]:
+        """Rank classification: per item, the log-likelihood of each of `task.choice_words()` (or of its own
+        `words`) after its prompt (one call per item, the prefix shared), with the calls' accounting."""
+        prefix, suffixes, choices, keys = self.classify_keys(task, demos, items, words)
 
         def run(rows: list[int]) -> list[RawGeneration]:
             scored = self.backend.choice_logliks(prefix, [suffixes[r] for r in rows], [choices[r] for r in rows])

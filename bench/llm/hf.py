@@ -446,14 +446,16 @@ class HFBackend(Backend):
             seq = c + x
             ids[i, width - len(seq):] = torch.tensor(seq)
             mask[i, width - len(seq):] = 1
+        keep = max(len(x) for _, x in rows) + 1  # the output layer only where a continuation token is predicted
         with torch.inference_mode():
-            logits = model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float()
-        logprobs = torch.log_softmax(logits, dim=-1)
+            logits = model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                           logits_to_keep=keep).logits.float()
+        logprobs = torch.log_softmax(logits, dim=-1)  # [rows, keep, vocab]: positions width-keep .. width-1
         out = []
         for i, (c, x) in enumerate(rows):
             n = len(x)
-            # the token at position p is predicted by logits at p-1
-            positions = torch.arange(width - n - 1, width - 1)
+            # the token at position p is predicted by logits at p-1: positions width-n-1 .. width-2
+            positions = torch.arange(keep - n - 1, keep - 1)
             targets = ids[i, width - n:].to(logprobs.device)
             total = logprobs[i, positions.to(logprobs.device), targets].sum().item()
             out.append(RawLoglik(logprob=total, n_tokens=n, prompt_tokens=len(c) + n))

@@ -1,0 +1,162 @@
+"""Recorded reward tables: every (arm, item) reward of the paper's bandit setting, recorded once with a real LLM,
+so that bandits replay against exact truth (`bench simulate --env table:FILE`) at no LLM cost.
+
+`python -m bench table build --task T --llm M [--arms 100 --k 5 --n-val 50 --n-test 200 --samples 3] --out F.npz`
+builds the arms exactly as the bandit selectors do (KMeans on the pool's question + output embeddings, one example
+per cluster, `dearicl.arms.build_arms`, same seed), then answers every validation and test item after every arm's
+demonstrations: shared-prefix pulls through the harness's LLM client (cached, so a killed build resumes without
+repeating a call), one bar with an ETA. Per (arm, item) it stores:
+- `rewards` [arms, items, samples]: the selection reward the harness would give (Task.configure: BERTScore F1 of
+  the output against the gold output on the paper's tasks, correctness on classification), one per seeded sample
+  at the run's temperature (ranked labels are deterministic: one sample);
+- `metric` [arms, items, samples]: the task's metric of the same answers (exact match, accuracy, BERTScore);
+- `loglik` [arms, items]: exp of the gold output's mean per-token log-probability after the prompt (the geometric
+  mean probability of its tokens, in (0, 1]): a reward with signal where exact match is 0;
+- `item_ids`, `split` ("validation" / "test") [items]; `arm_demo_ids` [arms, k];
+- `meta`: a JSON string (task, answering settings, model id, decoding, the prompt template's hash, k, seed,
+  samples, the code version, when and how long it took to build).
+The file is NumPy's compressed `.npz` (no pickles: `np.load(F, allow_pickle=False)` reads it).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from bench.answering import answer, rewards as reward_of
+from bench.errors import ConfigError, DataError
+from bench.items import Item
+from bench.llm import CallScope, LLMClient
+from bench.log import LOG, Progress
+
+FORMAT = "icl-select-bench reward table v1"
+
+
+@dataclass
+class RewardTable:
+    rewards: np.ndarray  # [arms, items, samples]
+    metric: np.ndarray  # [arms, items, samples]
+    loglik: np.ndarray  # [arms, items]
+    item_ids: np.ndarray  # [items] str
+    split: np.ndarray  # [items] "validation" | "test"
+    arm_demo_ids: np.ndarray  # [arms, k] str
+    meta: dict
+
+    @property
+    def validation(self) -> np.ndarray:
+        return np.flatnonzero(self.split == "validation")
+
+    @property
+    def test(self) -> np.ndarray:
+        return np.flatnonzero(self.split == "test")
+
+    def true_means(self, what: str = "rewards", split: str = "validation") -> np.ndarray:
+        """Each arm's exact mean over the split's items (and samples): the truth a replay is judged by."""
+        cols = self.validation if split == "validation" else self.test
+        values = getattr(self, what)
+        return values[:, cols].reshape(len(values), -1).mean(axis=1)
+
+    def summary(self) -> str:
+        """What the table holds and how much its arms differ (validation means of each reward)."""
+        m = self.meta
+        lines = [f"reward table: task {m['task']}, model {m['model']}, {len(self.rewards)} arms of k={m['k']}, "
+                 f"{len(self.validation)} validation + {len(self.test)} test items, {self.rewards.shape[2]} sample(s); "
+                 f"built {m['built_at']} in {m['build_seconds']:.0f} s"]
+        for what in ("rewards", "metric", "loglik"):
+            means = self.true_means(what)
+            top = np.sort(means)[::-1]
+            lines.append(f"  {what:>8}: arm means {means.min():.3f}-{means.max():.3f} (sd {means.std(ddof=1):.3f}); "
+                         f"best {top[0]:.3f}, 10th best {top[min(9, len(top) - 1)]:.3f}")
+        return "\n".join(lines)
+
+    def save(self, path: Path) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(path, rewards=self.rewards.astype(np.float32), metric=self.metric.astype(np.float32),
+                            loglik=self.loglik.astype(np.float32), item_ids=self.item_ids.astype(str),
+                            split=self.split.astype(str), arm_demo_ids=self.arm_demo_ids.astype(str),
+                            meta=np.array(json.dumps({"format": FORMAT, **self.meta}, sort_keys=True)))
+
+    @classmethod
+    def load(cls, path: Path) -> "RewardTable":
+        path = Path(path)
+        if not path.is_file():
+            raise DataError(f"no reward table at {path}")
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                meta = json.loads(str(data["meta"]))
+                if meta.get("format") != FORMAT:
+                    raise DataError(f"{path}: not a reward table ({meta.get('format')!r})")
+                return cls(data["rewards"], data["metric"], data["loglik"], data["item_ids"], data["split"],
+                           data["arm_demo_ids"], meta)
+        except (OSError, ValueError, KeyError) as exc:
+            raise DataError(f"{path}: not a readable reward table ({exc})") from None
+
+
+def template_hash(task) -> str:
+    """A hash of how the task renders a prompt (instruction, demonstration and query templates)."""
+    probe = [Item("probe/d", "DEMO INPUT", "DEMO ANSWER", "DEMO RATIONALE")]
+    return hashlib.sha256(task.render(probe, Item("probe/q", "QUERY INPUT", "")).encode()).hexdigest()[:16]
+
+
+def gold_loglik(client: LLMClient, task, demos, items, scope) -> np.ndarray:
+    """exp(mean per-token log-probability of each item's gold output after its prompt), in (0, 1]: one call per
+    item, the demonstrations' prefix prefilled once."""
+    golds = [task.reward_reference(it) for it in items]
+    totals = np.array([row[0] for row in client.classify(task, demos, items, scope=scope, words=[[g] for g in golds])[0]])
+    tokenizer = getattr(client.backend, "tokenizer", None)
+    counts = np.array([max(1, len(tokenizer(" " + g, add_special_tokens=False)["input_ids"]) if tokenizer is not None
+                           else len(g.split())) for g in golds])
+    return np.exp(totals / counts)
+
+
+def build(task, splits, client: LLMClient, encoder, bertscore, *, n_arms: int, k: int, seed: int, samples: int,
+          progress: bool = True) -> RewardTable:
+    from dearicl.arms import build_arms
+
+    if k > len(splits.pool):
+        raise ConfigError(f"k={k} is larger than the pool of task '{task.name}' ({len(splits.pool)} items)")
+    samples = 1 if task.scoring == "rank" or client.params.greedy else samples  # deterministic answers
+    arms = build_arms(encoder.encode_items(splits.pool, with_output=True), n_arms, k, seed)
+    items = list(splits.validation) + list(splits.test)
+    shape = (len(arms), len(items))
+    rewards, metric = np.zeros(shape + (samples,)), np.zeros(shape + (samples,))
+    loglik = np.zeros(shape)
+    scope = CallScope("reward-table", task.name, "selection")
+    params = client.params_for(task)
+    began = time.perf_counter()
+    bar = Progress(len(arms) * len(items) * (samples + 1), f"table {task.name}", progress, unit="calls")
+    try:
+        for a, members in enumerate(arms.members):
+            demos = [splits.pool[i] for i in members]
+            for s in range(samples):
+                got = answer(client, task, [demos] * len(items), items, scope=scope, params=params,
+                             sample_indices=[s] * len(items))
+                rewards[a, :, s] = reward_of(task, got, items, bertscore)
+                metric[a, :, s] = got.scores
+                bar.update(len(items))
+            loglik[a] = gold_loglik(client, task, demos, items, scope)
+            bar.update(len(items))
+    finally:
+        bar.close()
+    seconds = time.perf_counter() - began
+    LOG.info("reward table %s: %d arms x %d items x %d samples in %.0f s", task.name, len(arms), len(items), samples,
+             seconds)
+    from bench.provenance import environment
+
+    meta = {"task": task.name, "answering": task.settings(), "model": client.backend.model_id,
+            "decoding": {"temperature": params.temperature, "max_new_tokens": params.max_new_tokens,
+                         "stop": list(params.stop)},
+            "template_hash": template_hash(task), "k": k, "n_arms": len(arms), "seed": seed, "samples": samples,
+            "n_validation": len(splits.validation), "n_test": len(splits.test), "pool_size": len(splits.pool),
+            "code": environment().get("git_commit", ""), "built_at": datetime.now(timezone.utc).isoformat(
+                timespec="seconds"), "build_seconds": round(seconds, 1)}
+    return RewardTable(rewards, metric, loglik, np.array([it.id for it in items]),
+                       np.array([it.split or ("validation" if i < len(splits.validation) else "test")
+                                 for i, it in enumerate(items)]),
+                       np.array([[splits.pool[i].id for i in members] for members in arms.members]), meta)
