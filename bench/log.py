@@ -114,7 +114,14 @@ class Progress:
         if n > self.n:
             self.update(n - self.n)
 
+    def __enter__(self) -> "Progress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def close(self) -> None:
+        """Stop the heartbeat (idempotent): a thread left beating would log into a closed stream later."""
         self._stop.set()
         if self._beat is not None:
             self._beat.join()

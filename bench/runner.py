@@ -379,16 +379,15 @@ class Runner:
         done = {(r.method, r.task, r.item_id) for r in self._all_records()}
         self.fits_at_start = read_fits(self.out / FITS)
         try:
-            overall = Progress(len(self.tasks) * len(self.now), "runs", self.cfg.progress and self.dist.is_main,
-                               unit="method x task", leave=True)
-            for task in self.tasks:
-                splits = self.splits[task.name]
-                LOG.info("task %s: %d pool, %d validation, %d test items", task.name, len(splits.pool),
-                         len(splits.validation), len(splits.test))
-                for method in self.now:
-                    self._run_one(task, splits, method, done, records_path)
-                    overall.update()
-            overall.close()
+            with Progress(len(self.tasks) * len(self.now), "runs", self.cfg.progress and self.dist.is_main,
+                          unit="method x task", leave=True) as overall:
+                for task in self.tasks:
+                    splits = self.splits[task.name]
+                    LOG.info("task %s: %d pool, %d validation, %d test items", task.name, len(splits.pool),
+                             len(splits.validation), len(splits.test))
+                    for method in self.now:
+                        self._run_one(task, splits, method, done, records_path)
+                        overall.update()
         finally:
             self.client.log.close()
         self.dist.barrier()
@@ -519,44 +518,46 @@ class Runner:
                    else backend.batch_size)
         LOG.info("inference %s on %s: %d items", selector.name, task.name, len(items))
         # counted in LLM calls as they are answered, batch by batch (a calibrated task adds its content-free calls)
-        bar = Progress(len(items), f"inference {selector.name}/{task.name}", self.cfg.progress and self.dist.is_main,
-                       unit="calls")
-        for start in range(0, len(items), step):
-            chunk = items[start:start + step]
-            demos, select_s, infos = [], [], []
-            for item in chunk:
-                began = time.perf_counter()
-                chosen = selector.select(item)
-                select_s.append(time.perf_counter() - began)
-                infos.append(selector.select_info())
-                leaked = [d.id for d in chosen if d.id in test_ids]
-                if leaked:
-                    raise BenchError(f"{selector.name} chose test items as demonstrations: {', '.join(leaked)}")
-                demos.append(chosen)
-            prompts = [self.client.render(task, d, it) for d, it in zip(demos, chunk)]
-            if task.scoring == "rank" and task.calibration == "contextual":
-                bar.grow(len(task.content_free_items()) * len({tuple(d.id for d in ds) for ds in demos}))
-            self.client.progress = bar.update  # only while answering: a per-query selector's pulls are not these
-            try:
-                got = answer(self.client, task, demos, chunk, scope=scope)
-            finally:
-                self.client.progress = None
-            gens = got.gens
-            rows = []
-            for i, item in enumerate(chunk):
-                rows.append(ItemRecord(
-                    method=selector.name, task=task.name, item_id=item.id, demo_ids=[d.id for d in demos[i]],
-                    prompt_hash=text_hash(prompts[i]), output=got.outputs[i], prediction=got.predictions[i],
-                    gold=item.answer, score=float(got.scores[i]), latency_s=round(select_s[i] + gens[i].compute_s, 4),
-                    select_s=round(select_s[i], 6), extra={k: v[i] for k, v in got.extras.items()},
-                    label_probs=got.label_probs[i] if got.label_probs else {},
-                    llm=self.client.backend.model_id, selection_llm=self.selection_client.backend.model_id,
-                    query=item.question[:400], demo_questions=[d.question[:400] for d in demos[i]],
-                    select_info=infos[i], prompt=prompts[i] if self.cfg.log_prompts else "",
-                    full_output=gens[i].text if THINK_CLOSE in gens[i].text or THINK_OPEN in gens[i].text else ""))
-            append_jsonl(records_path, rows)
-            picked.update({item.id: demos[i] for i, item in enumerate(chunk)})
-        bar.close()
+        with Progress(len(items), f"inference {selector.name}/{task.name}", self.cfg.progress and self.dist.is_main,
+                      unit="calls") as bar:
+            for start in range(0, len(items), step):
+                chunk = items[start:start + step]
+                demos, select_s, infos = [], [], []
+                for item in chunk:
+                    began = time.perf_counter()
+                    chosen = selector.select(item)
+                    select_s.append(time.perf_counter() - began)
+                    infos.append(selector.select_info())
+                    leaked = [d.id for d in chosen if d.id in test_ids]
+                    if leaked:
+                        raise BenchError(f"{selector.name} chose test items as demonstrations: "
+                                         f"{', '.join(leaked)}")
+                    demos.append(chosen)
+                prompts = [self.client.render(task, d, it) for d, it in zip(demos, chunk)]
+                if task.scoring == "rank" and task.calibration == "contextual":
+                    bar.grow(len(task.content_free_items()) * len({tuple(d.id for d in ds) for ds in demos}))
+                self.client.progress = bar.update  # only while answering: not a per-query selector's pulls
+                try:
+                    got = answer(self.client, task, demos, chunk, scope=scope)
+                finally:
+                    self.client.progress = None
+                gens = got.gens
+                rows = []
+                for i, item in enumerate(chunk):
+                    rows.append(ItemRecord(
+                        method=selector.name, task=task.name, item_id=item.id, demo_ids=[d.id for d in demos[i]],
+                        prompt_hash=text_hash(prompts[i]), output=got.outputs[i], prediction=got.predictions[i],
+                        gold=item.answer, score=float(got.scores[i]),
+                        latency_s=round(select_s[i] + gens[i].compute_s, 4),
+                        select_s=round(select_s[i], 6), extra={k: v[i] for k, v in got.extras.items()},
+                        label_probs=got.label_probs[i] if got.label_probs else {},
+                        llm=self.client.backend.model_id, selection_llm=self.selection_client.backend.model_id,
+                        query=item.question[:400], demo_questions=[d.question[:400] for d in demos[i]],
+                        select_info=infos[i], prompt=prompts[i] if self.cfg.log_prompts else "",
+                        full_output=gens[i].text if THINK_CLOSE in gens[i].text or THINK_OPEN in gens[i].text
+                        else ""))
+                append_jsonl(records_path, rows)
+                picked.update({item.id: demos[i] for i, item in enumerate(chunk)})
         return picked
 
     # ---- merging ------------------------------------------------------------------------------

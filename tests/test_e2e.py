@@ -30,7 +30,8 @@ def results_without_timing(out: Path) -> list[dict]:
     runs = json.loads((out / "results.json").read_text())["runs"]
     kept = []
     for r in runs:
-        r = {k: v for k, v in r.items() if k not in ("selection_seconds", "inference_seconds_per_query")}
+        r = {k: v for k, v in r.items()
+             if k not in ("selection_seconds", "inference_seconds_per_query", "selection_time")}
         r["score"] = round(r["score"], 6)
         # intervals are bootstraps of those scores: equal to the same float32 rounding
         r["ci_low"], r["ci_high"] = (None if v is None else round(v, 5) for v in (r["ci_low"], r["ci_high"]))
