@@ -76,6 +76,16 @@ def held_out_accuracy(pool, queries, query_vectors, pool_vectors) -> float:
     return float(np.mean(accs))
 
 
+def order_accuracy_before_and_after(selector, pool, unseen, encoder) -> tuple[float, float]:
+    """held_out_accuracy of the untuned encoder and of the selector's trained bi-encoders."""
+    pool_texts = [item_text(it, with_output=True) for it in pool]
+    queries = [item_text(q) for q in unseen]
+    before = held_out_accuracy(pool, unseen, encoder.encode(queries), encoder.encode(pool_texts))
+    after = held_out_accuracy(pool, unseen, encode_texts(selector.q_model_, queries),
+                              encode_texts(selector.c_model_, pool_texts))
+    return before, after
+
+
 # ---- the loss and the sampling ------------------------------------------------------------------
 def test_rank_labels_are_reciprocal_ranks_with_ties_sharing_the_better_rank():
     assert rank_labels(np.array([-3.0, -1.0, -3.0, -2.0])).tolist() == [1 / 3, 1.0, 1 / 3, 1 / 2]
@@ -178,11 +188,7 @@ def test_defaults_train_a_retriever_that_follows_the_lm_on_unseen_queries(traine
     selector, ctx, _, _, _ = trained
     assert selector.trace()[0]["rounds"] == 3 and selector.trace()[0]["queries_scored"] == 24
     unseen = toy_items(12, start=1000, split="test")
-    pool_texts = [item_text(it, with_output=True) for it in ctx.pool]
-    before = held_out_accuracy(ctx.pool, unseen, encoder.encode([item_text(q) for q in unseen]),
-                               encoder.encode(pool_texts))
-    after = held_out_accuracy(ctx.pool, unseen, encode_texts(selector.q_model_, [item_text(q) for q in unseen]),
-                              encode_texts(selector.c_model_, pool_texts))
+    before, after = order_accuracy_before_and_after(selector, ctx.pool, unseen, encoder)
     assert after > before + 0.2 and after > 0.8, (before, after)
     # the most similar demonstration (last) has the query's kind of explanation
     right = [(FRUIT in selector.select(q)[-1].rationale) == (q.question.split()[1].rstrip(":") in FRUIT_MARKS) for q in unseen]
@@ -197,11 +203,7 @@ def test_a_small_fit_learns_the_lm_order_on_unseen_queries(encoder):
     ctx, _ = make_ctx(encoder, toy_items(12))
     selector = UDR(k=3, n_train_queries=12, n_candidates=6, rounds=1, epochs=3, batch_queries=4).fit(ctx)
     unseen = toy_items(12, start=1000, split="test")
-    pool_texts = [item_text(it, with_output=True) for it in ctx.pool]
-    before = held_out_accuracy(ctx.pool, unseen, encoder.encode([item_text(q) for q in unseen]),
-                               encoder.encode(pool_texts))
-    after = held_out_accuracy(ctx.pool, unseen, encode_texts(selector.q_model_, [item_text(q) for q in unseen]),
-                              encode_texts(selector.c_model_, pool_texts))
+    before, after = order_accuracy_before_and_after(selector, ctx.pool, unseen, encoder)
     assert before < 0.6 and after > 0.85, (before, after)
 
 
