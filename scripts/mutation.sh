@@ -6,8 +6,9 @@
 #   bash scripts/mutation.sh dearicl/bandit       # a module of dearicl/
 #
 # Each module is mutated in a scratch clone of HEAD (nothing here is touched), against the tests that exercise
-# it: for methods/X.py the behavioural tests of tests/test_selector_behaviour.py of the selectors it defines
-# (pytest -k), for dearicl/X.py every test file that imports it. The kill rates and every surviving mutant (its
+# it: for methods/X.py the non-slow tests naming the selectors it defines (pytest -k) in the behavioural tests
+# (tests/test_selector_behaviour.py) and the selector unit-test files, for dearicl/X.py every test file that
+# imports it. The kill rates and every surviving mutant (its
 # diff) go to reports/mutation/<module>.md and a summary row to reports/mutation/README.md. A surviving mutant is
 # a change of the code that no test notices: read it, and either add a test that fails on it or say why it is
 # equivalent (changes nothing observable). Too slow for CI (minutes per module on 2 cores).
@@ -41,7 +42,10 @@ print(" or ".join(sorted(mine)))
 EOF
 )
     [[ -n "$names" ]] || names="$module"
-    tests="\"tests/test_selector_behaviour.py\", \"-k\", \"${names}\""
+    # the behavioural tests and the selector unit-test files, each narrowed to the tests naming these selectors
+    files=$(cd "$ROOT" && ls tests/test_selector_behaviour.py tests/test_selectors.py tests/test_bandit_selectors.py \
+            tests/test_lens_explora.py tests/test_ltr.py tests/test_udr.py tests/test_bridge.py 2>/dev/null)
+    tests="$(printf '"%s", ' $files)\"-m\", \"not slow\", \"-k\", \"${names}\""
   else
     files=$(cd "$ROOT" && grep -lE "(from|import) dearicl(\.$module\b| import .*\b$module\b)" tests/test_*.py || true)
     [[ -n "$files" ]] || { echo "error: no test file imports dearicl.$module" >&2; exit 2; }
@@ -61,6 +65,10 @@ pytest_add_cli_args_test_selection = [$tests]
 pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x"]
 # a test's module-scoped fit is set up again for each mutant: minutes, not the test's own seconds
 timeout_constant = 300.0
+# torch's thread pools do not survive a fork of a process that used them (a forked worker hangs until the
+# timeout, which would count as a kill): fork each worker from a server that never ran a test
+process_isolation = "forkserver"
+forkserver_warmup = "none"
 EOF
   echo "mutating $package/$module.py against: $tests"
   began=$(date +%s)

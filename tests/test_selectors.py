@@ -109,3 +109,22 @@ def test_zero_shot_selects_nothing():
 def test_k_larger_than_pool_is_a_clear_error(name):
     with pytest.raises(ConfigError, match=f"{name}: k=9 is larger than the pool of task 'toy' \\(5 items\\)"):
         create(name, {"k": 9}).fit(ctx(POOL, k=9))
+
+
+def test_mmr_shortlist_keeps_to_the_most_relevant_candidates():
+    # lam 0.5 reaches past the near-duplicates for diversity; a shortlist of 3 keeps it to the 3 most relevant
+    wide = create("mmr", {"k": 3, "lam": 0.5}).fit(ctx(POOL, k=3))
+    short = create("mmr", {"k": 3, "lam": 0.5, "shortlist": 3}).fit(ctx(POOL, k=3))
+    assert {d.id for d in wide.select(QUERY)} != {"a", "b", "c"}
+    assert {d.id for d in short.select(QUERY)} == {"a", "b", "c"}
+
+
+def test_mmr_parameter_bounds_and_messages():
+    for lam in (0.0, 1.0):
+        assert create("mmr", {"lam": lam}).lam == lam
+    for lam in (-0.1, 1.01, 2.0):
+        with pytest.raises(ConfigError, match=rf"mmr: lam must be in \[0, 1\], got {lam}"):
+            create("mmr", {"lam": lam})
+    assert create("mmr", {"k": 3, "shortlist": 3}).shortlist == 3
+    with pytest.raises(ConfigError, match=r"mmr: shortlist \(2\) must be at least k \(3\)"):
+        create("mmr", {"k": 3, "shortlist": 2})
