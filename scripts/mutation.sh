@@ -38,7 +38,7 @@ from methods.base import available
 here = f"methods.{sys.argv[1]}"
 mine = [n for n, c in available().items()
         if "@" not in n and any(inspect.getmodule(b).__name__ == here for b in c.__mro__)]
-print(" or ".join(sorted(mine)))
+print(" or ".join(sorted({form for n in mine for form in (n, n.replace("-", "_"))})))  # ids and test names
 EOF
 )
     [[ -n "$names" ]] || names="$module"
