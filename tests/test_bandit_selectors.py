@@ -226,3 +226,16 @@ def test_a_fit_replayed_in_another_part_counts_the_measured_fit_in_both_parts(tm
     scores = md.split("## Scores")[1].split("## ")[0]
     row = next(line for line in scores.splitlines() if "| other " in line)
     assert row.rstrip().rstrip("|").split("|")[-1].strip() == str(by_part["rq1"]["selection_calls"])
+
+
+def test_case_dynamic_scale_trace_and_call_bound(tmp_path, data_dir, fake):
+    from methods.base import create
+
+    params = {"*": {**SMALL["*"], "pulls_per_query": 3}}
+    cfg = make_config(tmp_path, data_dir, methods=["case-dynamic"], tasks=["gsm8k"], n_test=2, n_val=4,
+                      pool_size=40, method_params=params)
+    run = Runner(cfg).run()["runs"][0]
+    assert run["scale"] == {"arms": 16, "pulls a query": 3, "validation items a pull": 4}
+    summary = lines(tmp_path / "run" / "fits.jsonl")[0]["trace"][0]
+    assert summary["summary"] is True and summary["surrogate"] == "linear" and summary["pulls_per_query"] == 3
+    assert create("case-dynamic", {"pulls_per_query": 3}).selection_call_bound(4, 5) == 3 * 4 * 5

@@ -128,3 +128,11 @@ def test_mmr_parameter_bounds_and_messages():
     assert create("mmr", {"k": 3, "shortlist": 3}).shortlist == 3
     with pytest.raises(ConfigError, match=r"mmr: shortlist \(2\) must be at least k \(3\)"):
         create("mmr", {"k": 3, "shortlist": 2})
+
+
+def test_mmr_centring_of_a_constant_column_and_default_k():
+    from methods.mmr import MMR, centred
+
+    # a query equally similar to every candidate: no spread, every candidate scores 0.5 (no division by zero)
+    assert centred(np.full(4, 0.3)).tolist() == [0.5] * 4
+    assert MMR().k == 5 and MMR().lam == 0.7 and MMR().shortlist is None
