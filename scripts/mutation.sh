@@ -102,8 +102,8 @@ for name in survivors:
 report.write_text("\n".join(lines) + "\n")
 summary = out / "README.md"
 head = ["# Mutation testing of the selectors", "",
-        "`bash scripts/mutation.sh MODULE...` (mutmut on a scratch clone, against the behavioural tests of the",
-        "selectors a methods/ module defines; every test file importing a dearicl/ module). Kill rate = (killed + timeout) / tested; a survivor",
+        "`bash scripts/mutation.sh MODULE...` (mutmut on a scratch clone, against the non-slow tests naming the",
+        "selectors a methods/ module defines, behavioural and unit; every test file importing a dearicl/ module). Kill rate = (killed + timeout) / tested; a survivor",
         "is a change no test notices (each module's file lists them with their diffs).", "",
         "| module | date | tested | killed | of which timeout | survived | no tests | kill rate | minutes |",
         "|---|---|---|---|---|---|---|---|---|"]
