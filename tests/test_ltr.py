@@ -235,3 +235,18 @@ def test_ltr_models_rank_in_eval_mode_and_all_candidates_option(data_dir, encode
     assert sel.trace()[-1]["candidate_set"] == "all"
     first = [d.id for d in sel.select(splits.test[0])]
     assert first == [d.id for d in sel.select(splits.test[0])]  # deterministic at test time
+
+
+def test_pirank_passes_its_settings_to_the_loss_and_builds_the_authors_mlp():
+    """Mutation survivors: PiRank's own settings reach its loss, the shared ones reach the base, and the ranker
+    is PiRank's 256-256-128-64 MLP."""
+    from torch import nn
+
+    from methods.pirank import PiRank
+
+    ranker = PiRank(k=3, pirank_tau=2.5, ndcg_k=4, ste=False, epochs=7)
+    assert ranker.k == 3 and ranker.epochs == 7
+    assert ranker.loss().keywords == {"tau": 2.5, "k": 4, "ste": False}
+    assert PiRank().loss().keywords == {"tau": 5.0, "k": 15, "ste": True}
+    widths = [m.out_features for m in PiRank().make_model(10).modules() if isinstance(m, nn.Linear)]
+    assert widths == [256, 256, 128, 64, 1]
