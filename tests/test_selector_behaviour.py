@@ -208,3 +208,11 @@ def test_the_planted_answer_separates_good_and_bad_prompts(world):
     oracle = RewardOracle(LLMClient(RulesLearner()), task, "check", bertscore=None)
     for demos in (same[0], other[0], random.Random(1).sample(splits.pool, K)):
         assert list(oracle.pull(demos, splits.test)) == [utility(demos, q) for q in splits.test]
+
+
+@pytest.mark.parametrize("name", sorted(available()))
+def test_every_selector_builds_from_its_defaults_with_the_papers_k(name):
+    """Defaults are what `bench.api` users and configs without `k` get: k = 5 demonstrations, as in the paper."""
+    selector = create(name, {})
+    assert selector.k == 5
+    assert selector.name == name
