@@ -363,6 +363,8 @@ def list_parser() -> argparse.ArgumentParser:
     p.add_argument("--plugin", action="append", default=[], help="module that registers selectors or tasks")
     p.add_argument("--task-file", type=Path, action="append", default=[], metavar="FILE.yaml",
                    help="a task spec to list with the others")
+    p.add_argument("--defaults", action="store_true",
+                   help="print every selector's default parameters as JSON (reports/reference/selector-defaults.json)")
     return p
 
 
@@ -371,10 +373,13 @@ def cmd_list(argv: list[str]) -> int:
     args = p.parse_args(argv)
     from bench.llm.registry import ALIASES
     from bench.tasks import TASKS, load_task_entry_points, load_task_file
-    from methods.base import available, load_plugin
+    from methods.base import available, default_params, load_plugin
 
     for module in args.plugin:
         load_plugin(module)
+    if args.defaults:
+        print(json.dumps({name: default_params(cls) for name, cls in sorted(available().items())}, indent=1))
+        return 0
     for path in args.task_file:
         load_task_file(path)
     load_task_entry_points()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 from tqdm.auto import tqdm
 
 from bench.errors import ConfigError, DataError
@@ -58,6 +59,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--methods", default=None,
                    help=f"comma-separated, or 'all': {', '.join(SIM_METHODS)} (default: {DEFAULT_METHODS}; "
                         "case only on linear)")
+    p.add_argument("--neural", default="", metavar="KEY=VALUE,...",
+                   help="NeuralConfig overrides for the DEARICL methods (the open knobs: mc_passes, width_scale, "
+                        "width_schedule, stability_init, bias_init, estimate, lr, epochs_per_round, batch_size, ...)")
     p.add_argument("--runs", type=int, default=10, help="runs; each family run is a new random instance")
     p.add_argument("--seed", type=int, default=0, help="seed of the instances and the methods' randomness")
     p.add_argument("--m", type=int, default=None, help="top-m size (default 2 linear, 10 otherwise)")
@@ -95,6 +99,26 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--truth-samples", type=int, default=64, help="custom: draws averaged for the true means")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
+
+
+def parse_neural(text: str) -> dict:
+    """`KEY=VALUE,...` into NeuralConfig overrides, each value cast to its field's type; checked before any run."""
+    import dataclasses
+
+    fields = {f.name: f for f in dataclasses.fields(NeuralConfig) if f.name != "seed"}
+    out: dict = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep or key not in fields:
+            raise ConfigError(f"--neural: expected KEY=VALUE with KEY one of {', '.join(fields)}, got {part!r}")
+        default = getattr(NeuralConfig(), key)
+        try:
+            out[key] = (tuple(int(v) for v in value.split("x")) if isinstance(default, tuple)
+                        else type(default)(value))
+        except ValueError:
+            raise ConfigError(f"--neural: {key} needs a {type(default).__name__}, got {value!r}") from None
+    NeuralConfig(**out)  # unknown schedule or estimate names fail here
+    return out
 
 
 def read_features(path: Path) -> np.ndarray:
@@ -255,7 +279,7 @@ def mean_se(values: list[float]) -> tuple[float, float]:
 
 def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, linear: bool) -> tuple[dict, list]:
     spec = SIM_METHODS[name]
-    per_run: dict[str, list] = {"pulls": [], "error": [], "eps_error": [], "regret": [], "coverage": [],
+    per_run: dict[str, list] = {"pulls": [], "rounds": [], "error": [], "eps_error": [], "regret": [], "coverage": [],
                                 "seconds": []}
     stops: dict[str, int] = {}
     trace0: list = []
@@ -279,7 +303,8 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
                                             beta=args.beta)
             else:
                 surrogate = NeuralSurrogate(world.queries, world.arm_emb, delta=args.delta,
-                                            config=NeuralConfig(seed=args.seed + r, **spec.neural))
+                                            config=NeuralConfig(seed=args.seed + r,
+                                                                          **{**spec.neural, **args.neural_overrides}))
             cfg = BanditConfig(m=m, challengers=args.challengers, epsilon=epsilon, delta=args.delta,
                                rule=spec.rule if spec.rule == "random" else args.rule,
                                cold_start="all" if linear else args.cold_start, max_pulls=args.budget,
@@ -295,24 +320,33 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
         per_run["eps_error"].append(float(np.any(truth[res.top_m] < best[m - 1] - epsilon - 1e-12)))
         per_run["regret"].append(true_simple_regret(truth, res.top_m))
         per_run["pulls"].append(res.pulls)
+        per_run["rounds"].append(res.rounds)
         if res.coverage is not None:
             per_run["coverage"].append(res.coverage)
         stops[res.stopped_by] = stops.get(res.stopped_by, 0) + 1
         if r == 0:
             trace0 = res.trace
-    row = {"method": name, "simulated": not args.env.startswith("table:"), "runs": args.runs, "kind": spec.kind, "settings": dict(spec.neural),
-           "delta": args.delta}
+    neural = {**spec.neural, **args.neural_overrides} if spec.kind in ("neural", "pac") else {}
+    row = {"method": name, "simulated": not args.env.startswith("table:"), "runs": args.runs, "kind": spec.kind,
+           "settings": neural, "delta": args.delta}
     for key, label in (("pulls", "mean_pulls"), ("error", "error_rate"), ("eps_error", "eps_error_rate"),
                        ("regret", "mean_simple_regret"), ("coverage", "coverage")):
         mean, se = mean_se(per_run[key]) if per_run[key] else (None, None)
         row[label], row[label.replace("mean_", "") + "_se"] = mean, se
-    row.update(pulls=per_run["pulls"], simple_regrets=per_run["regret"], coverage_per_run=per_run["coverage"],
+    errors = int(sum(per_run["eps_error"]))
+    # one-sided 95% Clopper-Pearson upper bound of the eps-error rate (0 errors in n runs: 1 - 0.05^(1/n))
+    row["eps_error_ucb95"] = float(stats.beta.ppf(0.95, errors + 1, args.runs - errors)) if errors < args.runs else 1.0
+    row["mean_rounds"], row["rounds_se"] = mean_se(per_run["rounds"])
+    if args.env.startswith("table:"):  # a pull is one LLM call per validation item
+        row["mean_calls"] = row["mean_pulls"] * len(world_of(0).queries)
+    row.update(pulls=per_run["pulls"], rounds=per_run["rounds"], simple_regrets=per_run["regret"], coverage_per_run=per_run["coverage"],
                stopped_by=stops, mean_seconds=float(np.mean(per_run["seconds"])))
     return row, trace0
 
 
 def run(argv: list[str]) -> dict:
     args = parser().parse_args(argv)
+    args.neural_overrides = parse_neural(args.neural)
     linear = args.env == "linear"
     methods = parse_methods(args, linear)
     m = args.m or (2 if linear else 10)

@@ -23,6 +23,8 @@ from bench.errors import ConfigError
 
 BETAS = ("heuristic", "frequentist", "lucb1")
 ESTIMATES = ("dropout-off", "mc-mean")
+# c_t, "an annealed multiplier (user-specified)" (paper l.1306), left open: constant c, c/sqrt(t), c*sqrt(log(1+t))
+WIDTH_SCHEDULES = ("constant", "inverse-sqrt", "sqrt-log")
 
 
 class Surrogate(ABC):
@@ -127,7 +129,10 @@ class NeuralConfig:
     tau: float = 1.0  # NeuralSort temperature
     calibration: float = 1.0  # weight of an MSE term that keeps outputs on the reward scale
     mc_passes: int = 256  # N in the width; the Bernstein term 4M log(2K^2/delta)/(3N) needs N large
-    width_scale: float = 1.0  # c_t, the user-set multiplier of the variance term
+    width_scale: float = 1.0  # c (the base of c_t), the user-set multiplier of the variance term
+    width_schedule: str = "constant"  # c_t = c (constant), c / sqrt(t) or c * sqrt(log(1 + t)), t = pulls so far
+    stability_init: float = 1.0  # eps_stab before any retraining is measured (M: no stability evidence yet)
+    bias_init: float = 0.5  # b_a of an arm with no history before any bias is measured (M / 2)
     bias_decay: float = 0.9  # moving average for the per-arm bias b_a
     estimate: str = "dropout-off"  # the arm estimate mu_hat: "dropout-off" or "mc-mean" (mean of the MC passes)
     seed: int = 0
@@ -135,6 +140,9 @@ class NeuralConfig:
     def __post_init__(self):
         if self.estimate not in ESTIMATES:
             raise ConfigError(f"unknown estimate '{self.estimate}'; choose one of {', '.join(ESTIMATES)}")
+        if self.width_schedule not in WIDTH_SCHEDULES:
+            raise ConfigError(f"unknown width_schedule '{self.width_schedule}'; choose one of "
+                              f"{', '.join(WIDTH_SCHEDULES)}")
 
 
 class NeuralSurrogate(Surrogate):
@@ -160,7 +168,7 @@ class NeuralSurrogate(Surrogate):
         self.reward_count = np.zeros((self.n_arms, self.n_q))
         self.ema: dict[int, float] = {}
         self.bias: dict[int, float] = {}
-        self.stability = 1.0  # = M until a retraining has been measured: no stability evidence yet
+        self.stability = config.stability_init  # M by default until a retraining has been measured
         self._before: dict[int, float] = {}
         self.mc_cache: tuple | None = None
         self._frozen = None  # numpy snapshot for fast ranking, rebuilt after each update
@@ -260,14 +268,23 @@ class NeuralSurrogate(Surrogate):
         log_term = math.log(2 * big_k**2 / self.delta)
         bound_m = 1.0  # sigmoid outputs: |y| <= M = 1
         bias = np.array([self._bias(a) for a in rows])[:, None] + np.array([self._bias(a) for a in cols])[None, :]
-        return (self.cfg.width_scale * np.sqrt(2 * var * log_term / n) + self.stability + bias
+        return (self.width_multiplier(t) * np.sqrt(2 * var * log_term / n) + self.stability + bias
                 + 4 * bound_m * log_term / (3 * n))
+
+    def width_multiplier(self, t: int) -> float:
+        """c_t of the variance term at time t (pulls so far), by the configured schedule."""
+        c, t = self.cfg.width_scale, max(int(t), 1)
+        if self.cfg.width_schedule == "inverse-sqrt":
+            return c / math.sqrt(t)
+        if self.cfg.width_schedule == "sqrt-log":
+            return c * math.sqrt(math.log(1 + t))
+        return c
 
     def _bias(self, arm: int) -> float:
         if int(arm) in self.bias:
             return self.bias[int(arm)]
-        # no history for this arm yet: the largest bias seen so far, M/2 before any
-        return max(self.bias.values()) if self.bias else 0.5
+        # no history for this arm yet: the largest bias seen so far, bias_init (M/2) before any
+        return max(self.bias.values()) if self.bias else self.cfg.bias_init
 
     def end_round(self, arms: np.ndarray) -> None:
         """b_a: deviation of the arm's estimate from its moving average; eps_stab: the largest drift of an

@@ -231,6 +231,17 @@ def available() -> dict[str, type[Selector]]:
     return dict(SELECTORS)
 
 
+def default_params(cls: type[Selector]) -> dict:
+    """Every parameter a selector runs with when none is given (the nearest class's default wins), JSON-ready."""
+    defaults: dict = {}
+    for klass in cls.__mro__:
+        if "__init__" in vars(klass):
+            for p in inspect.signature(vars(klass)["__init__"]).parameters.values():
+                if p.default is not p.empty and p.name not in defaults:
+                    defaults[p.name] = list(p.default) if isinstance(p.default, tuple) else p.default
+    return {name: defaults[name] for name in accepted_params(cls) if name in defaults}
+
+
 def accepted_params(cls: type[Selector]) -> list[str]:
     """Parameter names of a selector's __init__, following **kwargs up the class hierarchy."""
     names: list[str] = []

@@ -323,3 +323,24 @@ def test_stability_is_the_largest_drift_of_the_round():
     s.means = lambda chosen: np.array([0.6, 0.45, 0.4])[: len(chosen)]
     s.end_round(np.array([0, 1, 2]))
     assert s.stability == pytest.approx(0.1)  # max(|0.1|, |-0.05|, 0), not their mean
+
+
+@pytest.mark.parametrize("schedule, factor", [("constant", lambda t: 1.0), ("inverse-sqrt", lambda t: 1 / math.sqrt(t)),
+                                               ("sqrt-log", lambda t: math.sqrt(math.log(1 + t)))])
+def test_the_open_knobs_of_the_width_set_its_starting_values_and_c_t(schedule, factor):
+    """The paper leaves c_t ("annealed, user-specified") and the placeholders of eps_stab and b_a open: each is a
+    NeuralConfig knob, and the width is exactly c_t * variance term + eps_stab + b_i + b_j + Bernstein term."""
+    arms, demo, q = small_world()
+    cfg = NeuralConfig(hidden=(16,), mc_passes=64, width_scale=2.0, width_schedule=schedule, stability_init=0.25,
+                       bias_init=0.125, seed=0)
+    s = NeuralSurrogate(q, arm_embeddings(arms, demo), config=cfg)
+    rows, cols = np.array([0, 1]), np.array([2, 3])
+    y = s.mc_samples(np.array([0, 1, 2, 3]))
+    var = (y[:, rows][:, :, None] - y[:, cols][:, None, :]).var(axis=0)
+    log_term = math.log(2 * 4**2 / 0.05)
+    for t in (1, 9, 100):
+        expected = (2.0 * factor(t) * np.sqrt(2 * var * log_term / 64) + 0.25 + 2 * 0.125
+                    + 4 * log_term / (3 * 64))
+        np.testing.assert_allclose(s.widths(rows, cols, t), expected, rtol=1e-9)
+    with pytest.raises(ConfigError, match="width_schedule"):
+        NeuralConfig(width_schedule="cosine")

@@ -70,3 +70,30 @@ def test_simulate_replays_a_table_and_labels_it_recorded(table, tmp_path, data_d
     result = json.loads(out.read_text())
     assert result["env"]["recorded"] and not result["results"][0]["simulated"]
     assert result["env"]["validation_pool"] == 10 and result["env"]["n_val"] == 6
+
+
+def test_a_replay_reports_rounds_calls_and_the_eps_error_bound_with_the_knobs_it_ran(table, tmp_path, data_dir):
+    t, _ = table
+    t.save(tmp_path / "t.npz")
+    out = tmp_path / "sim.json"
+    assert main(["simulate", "--env", f"table:{tmp_path / 't.npz'}", "--methods", "dearicl,lucb", "--m", "2",
+                 "--n-val", "6", "--runs", "3", "--data-dir", str(data_dir), "--no-progress", "--out", str(out),
+                 "--budget", "12", "--neural", "mc_passes=16,width_schedule=inverse-sqrt,stability_init=0.5,hidden=8x4"]) == 0
+    dearicl, lucb = json.loads(out.read_text())["results"]
+    assert dearicl["settings"] == {"mc_passes": 16, "width_schedule": "inverse-sqrt", "stability_init": 0.5,
+                                   "hidden": [8, 4]}
+    assert lucb["settings"] == {}  # the knobs are the surrogate's: a model-free method runs without them
+    for row in (dearicl, lucb):
+        assert row["mean_rounds"] == pytest.approx(np.mean(row["rounds"])) and len(row["rounds"]) == 3
+        assert row["mean_calls"] == pytest.approx(row["mean_pulls"] * 6)  # a pull = one call per validation item
+        errors = round(row["eps_error_rate"] * 3)
+        # one-sided 95% Clopper-Pearson bound: 1 - 0.05^(1/3) = 0.632 with no error in 3 runs
+        assert row["eps_error_ucb95"] == pytest.approx(0.6316, abs=1e-3) if errors == 0 else row["eps_error_ucb95"] > 0.6
+
+
+@pytest.mark.parametrize("bad, message", [("mc_passes", "KEY=VALUE"), ("passes=4", "KEY=VALUE"),
+                                          ("mc_passes=many", "needs a int"), ("width_schedule=cosine", "width_schedule")])
+def test_a_bad_neural_override_is_one_line_exit_2(bad, message, capsys):
+    assert main(["simulate", "--env", "nonlinear", "--neural", bad, "--runs", "1"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1

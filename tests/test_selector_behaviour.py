@@ -10,7 +10,10 @@ small size, and must do what its method exists to do:
 - every final choice step (re-scoring the top m) keeps the best arm it observed, not the worst.
 A selector whose core step is inverted (the worst kept) or skipped (no learning, query ignored) fails here.
 """
+import inspect
+import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,7 +24,7 @@ from bench.oracle import RewardOracle
 from bench.tasks import make_task
 from fakes import RulesLearner
 from methods.bandit_base import observed_rewards
-from methods.base import FitContext, accepted_params, available, create
+from methods.base import FitContext, accepted_params, available, create, default_params
 
 K = 4
 BANDIT = {"n_arms": 16, "m": 3, "challengers": 2, "cold_start": 2, "mc_passes": 8, "max_pulls": 12,
@@ -216,3 +219,53 @@ def test_every_selector_builds_from_its_defaults_with_the_papers_k(name):
     selector = create(name, {})
     assert selector.k == 5
     assert selector.name == name
+
+
+def _changed(value):
+    """Another valid value of a numeric or boolean default; None where no generic change is safe."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, float):
+        return value * 0.5 + 0.01
+    return None
+
+
+def _state(selector) -> str:
+    return repr(sorted((key, repr(value)) for key, value in vars(selector).items()))
+
+
+@pytest.mark.parametrize("name", sorted(available()))
+def test_every_numeric_parameter_reaches_the_selector(name):
+    """A parameter passed in changes the selector's state: a subclass that drops its **kwargs (or k) on the way to
+    its base would run every configured selector at the defaults without a word."""
+    cls = available()[name]
+    defaults = {p.name: p.default for klass in reversed(cls.__mro__) if "__init__" in vars(klass)
+                for p in inspect.signature(vars(klass)["__init__"]).parameters.values()
+                if p.default is not inspect.Parameter.empty}
+    default_state = _state(create(name, {}))
+    for param in accepted_params(cls):
+        value = _changed(defaults.get(param))
+        if value is not None:
+            assert _state(create(name, {param: value})) != default_state, f"{name}: {param}={value} was dropped"
+    if name == "dearicl-random":
+        assert create(name, {"rule": "greedy"}).settings()["selection_rule"] == "random"  # the ablation's point
+
+
+def test_the_no_exploration_ablation_pulls_only_its_initial_random_arms(fits):
+    """dearicl-noexplore: the cold start alone (initial_arms arms, each pulled once), no gap-index round."""
+    selector, oracle = fits("dearicl-noexplore")
+    result = selector.result_
+    assert result.pulls == PARAMS["dearicl-noexplore"]["initial_arms"] == len(result.pulled)
+    assert set(result.pulled.values()) == {1}
+
+
+PUBLISHED_DEFAULTS = json.loads((Path(__file__).parents[1] / "reports/reference/selector-defaults.json").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(available()))
+def test_every_selectors_defaults_are_the_published_ones(name):
+    """A changed default changes every run that does not set it: only on purpose, with the reference updated
+    (`python -m bench list --defaults > reports/reference/selector-defaults.json`)."""
+    assert default_params(available()[name]) == PUBLISHED_DEFAULTS.get(name), f"{name}: defaults differ"
