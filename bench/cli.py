@@ -577,8 +577,9 @@ def cmd_data(argv: list[str]) -> int:
 
 def table_parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m bench table", description="Recorded reward tables (bench/reward_table.py).")
-    p.add_argument("action", choices=["build", "show"], help="build: record a table; show: summarise one")
-    p.add_argument("file", type=Path, help="the table (.npz): written by build, read by show")
+    p.add_argument("action", choices=["build", "show", "replay"],
+                   help="build: record a table; show: summarise one; replay: fit the harness's selectors from it")
+    p.add_argument("file", type=Path, help="the table (.npz): written by build, read by show and replay")
     p.add_argument("--task", default="sst2", help="task of the table (build)")
     p.add_argument("--task-file", type=Path, action="append", default=[], metavar="FILE.yaml",
                    help="a task spec to register first (build)")
@@ -587,7 +588,9 @@ def table_parser() -> argparse.ArgumentParser:
                    help="override the alias's backend (build)")
     p.add_argument("--arms", type=_positive, default=100, help="arms, built as the bandit selectors build them")
     p.add_argument("--k", type=_positive, default=5, help="demonstrations per arm")
-    p.add_argument("--n-val", type=_positive, default=50, help="validation items (the pool a replay pulls from)")
+    p.add_argument("--n-val", type=_positive, default=None,
+                   help="build: validation items, the pool a replay draws from (default 50); replay: items a pull "
+                        "evaluates, drawn per seed from that pool (default 10)")
     p.add_argument("--n-test", type=_positive, default=200, help="test items (the scores of a replayed selection)")
     p.add_argument("--pool-size", type=_positive, default=None, help="subsample the demonstration pool")
     p.add_argument("--samples", type=_positive, default=3,
@@ -603,6 +606,19 @@ def table_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache", type=Path, default=None,
                    help="LLM answer cache; a killed build resumes from it (default: FILE's folder/FILE.cache.sqlite)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    replay = p.add_argument_group("replay (bench/replay.py)")
+    replay.add_argument("--methods", type=_csv, default=["case-static", "dearicl-static"],
+                        help="selectors that choose among the arms (bandit, LTR, explora)")
+    replay.add_argument("--seeds", type=_positive, default=10, help="seeds 0..N-1, each a paired observation")
+    replay.add_argument("--param", type=_param, action="append", default=[], metavar="METHOD.NAME=VALUE",
+                        help="a selector parameter (repeatable)")
+    replay.add_argument("--table-reward", choices=["rewards", "metric", "loglik"], default="rewards",
+                        help="which recorded reward a pull returns")
+    replay.add_argument("--llm-budget", type=_positive, default=None, help="calls a fit may ask for")
+    replay.add_argument("--baseline", default=None, help="the method the others are compared with (default: the first)")
+    replay.add_argument("--margin", type=float, default=0.02,
+                        help="equivalence margin of the TOST, on the metric's 0-1 scale, fixed before the run")
+    replay.add_argument("--out", type=Path, default=None, help="folder for rows.jsonl (resumable) and the summary")
     return p
 
 
@@ -613,6 +629,19 @@ def cmd_table(argv: list[str]) -> int:
     if args.action == "show":
         print(RewardTable.load(args.file).summary())
         return 0
+    if args.action == "replay":
+        from bench import replay
+
+        params: dict = {}
+        for method, name, value in args.param:
+            params.setdefault(method, {})[name] = value
+        if args.baseline and args.baseline not in args.methods:
+            raise ConfigError(f"--baseline {args.baseline} is not among --methods")
+        replay.run(args.file, args.methods, params, list(range(args.seeds)), args.n_val or 10, args.table_reward,
+                   args.llm_budget, args.baseline, args.margin, args.data_dir or default_data_dir(), args.out,
+                   progress=not args.no_progress)
+        return 0
+    args.n_val = args.n_val or 50
     from bench.encoder import Encoder
     from bench.llm import CallCache, CallLog, GenerationParams, LLMClient, LLMSpec, make_backend
     from bench.llm.registry import resolve

@@ -98,6 +98,22 @@ class RewardTable:
             raise DataError(f"{path}: not a readable reward table ({exc})") from None
 
 
+def table_splits(table: RewardTable, data_dir, path="the table"):
+    """The task, splits and arms (pool indices [arms, k]) a table was built on, re-derived from the data folder
+    as the build drew them; an error when the folder's items are not the table's."""
+    from bench.tasks import make_task
+
+    meta = table.meta
+    task = make_task(meta["task"])
+    splits = task.load_splits(data_dir, n_test=meta["n_test"], n_val=meta["n_validation"],
+                              pool_size=meta["pool_size"], seed=meta["seed"])
+    items = {it.id for it in splits.validation + splits.test}
+    index = {it.id: i for i, it in enumerate(splits.pool)}
+    if any(it not in items for it in table.item_ids) or any(d not in index for d in table.arm_demo_ids.ravel()):
+        raise DataError(f"{path}: its items are not those of task '{meta['task']}' in this data folder")
+    return task, splits, np.array([[index[d] for d in row] for row in table.arm_demo_ids])
+
+
 def template_hash(task) -> str:
     """A hash of how the task renders a prompt (instruction, demonstration and query templates)."""
     probe = [Item("probe/d", "DEMO INPUT", "DEMO ANSWER", "DEMO RATIONALE")]
@@ -106,9 +122,16 @@ def template_hash(task) -> str:
 
 def gold_loglik(client: LLMClient, task, demos, items, scope) -> np.ndarray:
     """exp(mean per-token log-probability of each item's gold output after its prompt), in (0, 1]: one call per
-    item, the demonstrations' prefix prefilled once."""
+    item, the demonstrations' prefix prefilled once; none where the gold output is a label word the ranked answer
+    already scored (the same log-likelihood, read from that call)."""
     golds = [task.reward_reference(it) for it in items]
-    totals = np.array([row[0] for row in client.classify(task, demos, items, scope=scope, words=[[g] for g in golds])[0]])
+    words = task.choice_words() if task.scoring == "rank" else []
+    if all(g in words for g in golds):  # ranked labels: the answers' own call scored every label word (cached)
+        totals = np.array([row[words.index(g)] for row, g in zip(client.classify(task, demos, items, scope=scope)[0],
+                                                                 golds)])
+    else:
+        totals = np.array([row[0] for row in
+                           client.classify(task, demos, items, scope=scope, words=[[g] for g in golds])[0]])
     tokenizer = getattr(client.backend, "tokenizer", None)
     counts = np.array([max(1, len(tokenizer(" " + g, add_special_tokens=False)["input_ids"]) if tokenizer is not None
                            else len(g.split())) for g in golds])

@@ -182,22 +182,15 @@ def table_world(args, env_info: dict):
     """table:FILE: the recorded table's arms and items, embedded as the harness embeds them; per run, a seeded
     --n-val of the table's validation pool is what the bandit pulls on (the truth stays the whole pool)."""
     from bench.encoder import Encoder
-    from bench.reward_table import RewardTable
-    from bench.tasks import make_task
+    from bench.reward_table import RewardTable, table_splits
     from dearicl.arms import ArmSet
     from dearicl.environments import RecordedEnvironment
 
     path = Path(args.env.split(":", 1)[1])
     table = RewardTable.load(path)
     meta = table.meta
-    task = make_task(meta["task"])
-    splits = task.load_splits(args.data_dir or default_data_dir(), n_test=meta["n_test"], n_val=meta["n_validation"],
-                              pool_size=meta["pool_size"], seed=meta["seed"])
+    _, splits, members = table_splits(table, args.data_dir or default_data_dir(), path)
     items = {it.id: it for it in splits.validation + splits.test}
-    if [it for it in table.item_ids if it not in items]:
-        raise DataError(f"{path}: its items are not those of task '{meta['task']}' in this data folder")
-    index = {it.id: i for i, it in enumerate(splits.pool)}
-    members = np.array([[index[d] for d in row] for row in table.arm_demo_ids])
     enc = Encoder()
     demo = enc.encode_items(splits.pool, with_output=True)
     pool_rows = table.validation

@@ -26,7 +26,10 @@ class Prepared:
 def prepare(ctx: FitContext, n_arms: int) -> Prepared:
     demo_emb = ctx.encoder.encode_items(ctx.pool, with_output=True)
     val_emb = ctx.encoder.encode_items(ctx.validation)
-    arms = build_arms(demo_emb, n_arms, ctx.k, ctx.seed)
+    if ctx.arms is None:
+        arms = build_arms(demo_emb, n_arms, ctx.k, ctx.seed)
+    else:  # the arms a reward table recorded: the bandit's own randomness still follows the seed
+        arms = ArmSet(members=np.asarray(ctx.arms), clusters=np.zeros(len(ctx.pool), dtype=np.int64))
     return Prepared(arms, demo_emb, val_emb, OracleEnvironment(ctx.oracle, ctx.pool, arms, ctx.validation))
 
 

@@ -34,6 +34,7 @@ class FitContext:
     seed: int = 0
     k: int = 5
     budget: int | None = None
+    arms: Any = None  # fixed arms, pool indices [n_arms, k] (a reward table's); None: built from the seed
 
     def rng(self, salt: str = "") -> random.Random:
         return random.Random(f"{self.seed}:{salt}")

@@ -19,7 +19,8 @@ MUTMUT="$ROOT/.venv/bin/mutmut"
 [[ -x "$MUTMUT" ]] || { echo "error: mutmut is not installed: .venv/bin/pip install -e '.[mutation]'" >&2; exit 2; }
 MODULES=("$@")
 [[ ${#MODULES[@]} -gt 0 ]] || MODULES=(knn case_dynamic)
-export BENCH_DATA_DIR="${BENCH_DATA_DIR:-$ROOT/../shared/data}" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+# one torch thread per mutmut worker: two workers on 2 cores, without thread pools fighting over them
+export BENCH_DATA_DIR="${BENCH_DATA_DIR:-$ROOT/../shared/data}" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 OUT="$ROOT/reports/mutation"
 mkdir -p "$OUT"
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bench.cli import main
-from bench.errors import DataError
+from bench.errors import BudgetExhausted, ConfigError, DataError
 from bench.llm import CallCache, LLMClient
 from bench.reward_table import RewardTable, build
 from bench.tasks import make_task
@@ -97,3 +97,93 @@ def test_a_bad_neural_override_is_one_line_exit_2(bad, message, capsys):
     assert main(["simulate", "--env", "nonlinear", "--neural", bad, "--runs", "1"]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+SMALL = {"m": 2, "challengers": 1, "cold_start": 2, "mc_passes": 8, "max_pulls": 8, "epochs_per_round": 1}
+
+
+def test_the_harness_selectors_replay_from_a_table_with_zero_llm_calls(table, tmp_path, data_dir, capsys):
+    """`bench table replay`: real fits and selections with the table in the LLM's place (no client exists), the
+    test score read from the table's test columns, seeds paired, a resumed replay keeping what was done."""
+    t, splits = table
+    t.save(tmp_path / "t.npz")
+    out = tmp_path / "replay"
+    methods = ["case-static", "dearicl-static", "lucb-static", "dearicl-dynamic", "explora"]
+    argv = ["table", "replay", str(tmp_path / "t.npz"), "--methods", ",".join(methods), "--seeds", "3", "--n-val", "6",
+            "--data-dir", str(data_dir), "--no-progress", "--out", str(out), "--param", "explora.n_arms=6",
+            "--param", "explora.u_size=2", "--param", "explora.v_size=1", "--param", "explora.iterations=2"]
+    for name in methods[:4]:
+        argv += [arg for key, value in SMALL.items() for arg in ("--param", f"{name}.{key}={value}")]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("RECORDED rewards replayed (no LLM call)")
+    rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
+    assert len(rows) == 15 and {r["method"] for r in rows} == set(methods)
+    metric = t.metric.mean(axis=2)
+    truth = t.true_means()
+    for row in rows:
+        assert 0 < row["calls"] and row["scale"]  # it pulled, and says at what size
+        if row["method"] != "dearicl-dynamic":  # a task-level choice: its score is that arm's test mean in the table
+            (arm,) = row["arms_chosen"]
+            assert row["test_score"] == pytest.approx(metric[arm, t.test].mean())
+            assert row["true_value"] == pytest.approx(truth[arm]) and row["regret"] == pytest.approx(truth.max() - truth[arm])
+    summary = json.loads((out / "summary.json").read_text())
+    assert [c["method"] for c in summary["comparisons"]] == methods[1:]
+    assert all(c["verdict"] in ("differs", "equivalent within the margin", "cannot decide") for c in summary["comparisons"])
+    (out / "summary.json").unlink()
+    assert main(argv) == 0  # every (method, seed) is in rows.jsonl: nothing is fitted again
+    assert len((out / "rows.jsonl").read_text().splitlines()) == 15 and (out / "summary.json").is_file()
+
+
+@pytest.mark.parametrize("method, message", [("knn", "does not choose among the table's arms"),
+                                             ("udr", "does not choose among the table's arms"),
+                                             ("nope", "unknown method")])
+def test_a_selector_that_cannot_replay_is_refused_in_one_line(table, tmp_path, method, message, capsys):
+    t, _ = table
+    t.save(tmp_path / "t.npz")
+    assert main(["table", "replay", str(tmp_path / "t.npz"), "--methods", method, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_table_oracle_answers_recorded_samples_in_turn_and_counts_calls_like_the_llm():
+    from bench.items import Item
+    from bench.replay import TableOracle
+
+    values = np.arange(2 * 3 * 2, dtype=float).reshape(2, 3, 2) / 100  # [arms, items, samples]
+    demos = [[Item("d0", "", "")], [Item("d1", "", "")]]
+    items = [Item(f"q{i}", "", "") for i in range(3)]
+    oracle = TableOracle(values, {("d0",): 0, ("d1",): 1}, {f"q{i}": i for i in range(3)}, make_task("rules"), "x",
+                         budget=9)
+    np.testing.assert_allclose(oracle.pull(demos[1], items), values[1, :, 0])
+    np.testing.assert_allclose(oracle.pull(demos[1], items[:2]), values[1, :2, 1])  # the second recorded sample
+    np.testing.assert_allclose(oracle.pull(demos[1], items[:1]), values[1, :1, 0])  # then round again
+    assert oracle.calls == 6 and oracle.remaining == 3
+    oracle.pull(demos[0], items)  # the last 3 calls of the budget
+    with pytest.raises(BudgetExhausted):
+        oracle.pull(demos[0], items[:1])  # a second sample is a new call
+    with pytest.raises(ConfigError, match="not one of the table's arms"):
+        oracle.pull([Item("other", "", "")], items)
+
+
+def test_a_ranked_tables_gold_loglik_is_read_from_the_answers_call_and_equals_scoring_the_gold_alone(tmp_path):
+    from bench.llm import CallScope
+    from bench.reward_table import gold_loglik
+
+    task = make_task("rules").configure()
+    splits = task.load_splits(None, n_test=6, n_val=4, pool_size=60, seed=0)
+    client = LLMClient(RulesLearner(), CallCache(tmp_path / "cache.sqlite"))
+    scope = CallScope("t", "rules", "selection")
+    demos, items = splits.pool[:4], splits.validation + splits.test
+    client.classify(task, demos, items, scope=scope)  # the ranked answers' call
+    scored = []
+    backend_scores = client.backend.choice_logliks
+    client.backend.choice_logliks = lambda prefix, suffixes, choices: scored.extend(suffixes) or backend_scores(
+        prefix, suffixes, choices)
+    fast = gold_loglik(client, task, demos, items, scope)
+    assert scored == []  # read from the answers' call: no second pass over the items
+    alone = client.classify(task, demos, items, scope=scope, words=[[task.reward_reference(it)] for it in items])[0]
+    tokens = [len(client.backend.tokenizer(" " + task.reward_reference(it), add_special_tokens=False)["input_ids"])
+              if getattr(client.backend, "tokenizer", None) is not None else 1 for it in items]
+    np.testing.assert_allclose(fast, np.exp(np.array([row[0] for row in alone]) / np.array(tokens)), rtol=1e-6)
+    assert len(scored) == len(items)  # scoring the gold word alone is a new call per item

@@ -1,0 +1,250 @@
+"""The harness's own selectors fitted from a recorded reward table: zero LLM calls, as many seeds as wanted.
+
+`python -m bench table replay FILE --methods case-static,dearicl-static,... --seeds 50` fits each selector
+through its real `fit` and `select`, with the table in the LLM's place:
+- the arms are the table's (FitContext.arms), the same KMeans construction the bandits use;
+- per seed, the selector sees --n-val items drawn (seeded) from the table's validation pool, as a run with --n-val
+  does, and its own randomness follows the seed;
+- a pull returns the recorded rewards (`TableOracle`): the i-th repeat of an (arm, item) its i-th recorded sample,
+  cycling when a selector asks for more than the table holds; calls are counted and budgeted as the LLM's are;
+- the test score of a selection is the table's metric on its test items (mean over the recorded samples), and its
+  truth is exact: each arm's mean reward over the WHOLE validation pool.
+Only selectors that choose among the arms can replay (the bandit and LTR families, EXPLORA); the others fail with
+one line before anything is fitted. Method-level claims are made across seeds: each seed is one paired
+observation, tested with Wilcoxon's signed-rank test (Holm over the comparisons) and, for "no difference", with an
+equivalence test (TOST, paired t) against a margin fixed before the run (--margin).
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from bench.errors import ConfigError
+from bench.items import Item
+from bench.log import LOG, Progress
+from bench.oracle import Pull, RewardOracle
+from bench.reward_table import RewardTable, table_splits
+
+
+class TableOracle(RewardOracle):
+    """The reward oracle answered from a table: pulls of the table's arms on its validation items."""
+
+    def __init__(self, values: np.ndarray, arm_of: dict[tuple, int], column_of: dict[str, int], task, method: str,
+                 budget: int | None = None):
+        super().__init__(None, task, method, bertscore=None, budget=budget)
+        self.values, self.arm_of, self.column_of = values, arm_of, column_of  # values: [arms, items, samples]
+
+    def child(self, budget: int | None) -> "TableOracle":
+        kid = TableOracle(self.values, self.arm_of, self.column_of, self.task, self.scope.method, budget)
+        kid.parent, kid.history = self, self.history
+        return kid
+
+    def pull(self, demos: Sequence[Item], items: Sequence[Item]) -> np.ndarray:
+        demo_ids = tuple(d.id for d in demos)
+        arm = self.arm_of.get(demo_ids)
+        if arm is None:
+            raise ConfigError(f"{self.scope.method} asked for demonstrations that are not one of the table's arms: "
+                              "it cannot fit from a reward table")
+        samples = self.values.shape[2]
+        indices = [self._pulls_of[(demo_ids, it.id)] for it in items]
+        # a deterministic table (one sample) answers a repeat from the cache, as the LLM client would
+        self._charge([f"{arm}/{it.id}/{i if samples > 1 else 0}" for it, i in zip(items, indices)])
+        rewards = np.array([self.values[arm, self.column_of[it.id], i % samples] for it, i in zip(items, indices)],
+                           dtype=np.float64)
+        self._answered()
+        for it in items:
+            self._pulls_of[(demo_ids, it.id)] += 1
+        self.history.append(Pull(demo_ids, tuple(it.id for it in items), tuple(float(r) for r in rewards)))
+        return rewards
+
+    def loglik(self, contexts, continuations):
+        raise ConfigError(f"{self.scope.method} scores log-likelihoods: a reward table cannot answer them")
+
+    def generate(self, prompts):
+        raise ConfigError(f"{self.scope.method} generates text: a reward table cannot answer it")
+
+
+def replayable(name: str) -> None:
+    """One line, before anything is fitted, for a selector that does not choose among the arms."""
+    from methods.bandit_base import BanditSelector
+    from methods.base import available
+    from methods.explora import Explora
+
+    cls = available().get(name)
+    if cls is None:
+        raise ConfigError(f"unknown method '{name}'; known methods: {', '.join(sorted(available()))}")
+    if not issubclass(cls, (BanditSelector, Explora)):
+        raise ConfigError(f"{name} does not choose among the table's arms (only the bandit and LTR selectors and "
+                          "explora replay from a table)")
+
+
+@dataclass
+class Replay:
+    table: RewardTable
+    path: Path
+    task: object
+    pool: list[Item]
+    validation: list[Item]  # the table's whole validation pool
+    test: list[Item]
+    arms: np.ndarray  # pool indices [arms, k]
+    encoder: object
+
+    @classmethod
+    def load(cls, path: Path, data_dir: Path, encoder) -> "Replay":
+        table = RewardTable.load(path)
+        task, splits, arms = table_splits(table, data_dir, path)
+        by_id = {it.id: it for it in splits.validation + splits.test}
+        return cls(table, Path(path), task.configure(), splits.pool, [by_id[i] for i in table.item_ids[table.validation]],
+                   [by_id[i] for i in table.item_ids[table.test]], arms, encoder)
+
+    def fit_and_score(self, name: str, params: dict, seed: int, n_val: int, reward: str, budget: int | None) -> dict:
+        from methods.base import FitContext, create
+
+        table = self.table
+        values = getattr(table, reward)
+        values = values[:, :, None] if values.ndim == 2 else values
+        arm_of = {tuple(row): a for a, row in enumerate(table.arm_demo_ids.tolist())}
+        column_of = {item_id: c for c, item_id in enumerate(table.item_ids.tolist())}
+        oracle = TableOracle(values, arm_of, column_of, self.task, name, budget)
+        pick = np.sort(np.random.default_rng([seed, 2]).choice(len(self.validation), n_val, replace=False))
+        ctx = FitContext(task=self.task, pool=self.pool, validation=[self.validation[i] for i in pick],
+                         encoder=self.encoder, oracle=oracle, seed=seed, k=int(table.meta["k"]), budget=budget,
+                         arms=self.arms)
+        selector = create(name, params)
+        began = time.perf_counter()
+        selector.fit(ctx)
+        fit_seconds = time.perf_counter() - began
+        metric = table.metric.mean(axis=2)  # [arms, items]: the expected score of each arm on each item
+        chosen = []
+        for item in self.test:
+            arm = arm_of.get(tuple(d.id for d in selector.select(item)))
+            if arm is None:
+                raise ConfigError(f"{name} chose demonstrations outside the table's arms for {item.id}")
+            chosen.append(arm)
+        cols = [column_of[it.id] for it in self.test]
+        truth = table.true_means(reward)  # exact: the whole validation pool, every sample
+        arms_used = sorted(set(chosen))
+        return {"method": name, "seed": seed, "test_score": float(metric[chosen, cols].mean()),
+                "arms_chosen": arms_used if len(arms_used) <= 10 else len(arms_used), "calls": oracle.calls, "fit_seconds": round(fit_seconds, 2),
+                # the chosen arms' exact validation means against the best arm's (task level: one arm)
+                "true_value": float(np.mean(truth[chosen])), "regret": float(truth.max() - np.mean(truth[chosen])),
+                "scale": selector.scale(), "warnings": list(getattr(selector, "warnings_", []))}
+
+
+def summarise(rows: list[dict], table: RewardTable, reward: str, baseline: str, margin: float) -> dict:
+    """Per method across seeds, and each method against the baseline: paired by seed."""
+    from scipy import stats
+    from statsmodels.stats.multitest import multipletests
+    from statsmodels.stats.weightstats import ttost_paired
+
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    by = {m: {r["seed"]: r for r in rows if r["method"] == m} for m in methods}
+    test_cols = table.test
+    metric = table.metric.mean(axis=2)[:, test_cols].mean(axis=1)
+    truth = table.true_means(reward)
+    # the arms' own test scores: what choosing well or badly can reach
+    summary = {"reference": {"truth_best_arm": float(metric[int(np.argmax(truth))]), "mean_arm": float(metric.mean()),
+                             "best_arm": float(metric.max()), "arms_sd": float(metric.std(ddof=1))},
+               "methods": [], "comparisons": []}
+    for m in methods:
+        seeds = sorted(by[m])
+        score = np.array([by[m][s]["test_score"] for s in seeds])
+        half = stats.t.ppf(0.975, len(score) - 1) * score.std(ddof=1) / np.sqrt(len(score)) if len(score) > 1 else np.nan
+        pulls = [by[m][s]["scale"].get("pulls", by[m][s]["scale"].get("subsets evaluated", np.nan)) for s in seeds]
+        rounds = [by[m][s]["scale"].get("rounds", by[m][s]["scale"].get("iterations", np.nan)) for s in seeds]
+        summary["methods"].append({
+            "method": m, "seeds": len(seeds), "test_score": float(score.mean()), "ci95": [float(score.mean() - half),
+                                                                                     float(score.mean() + half)],
+            "sd": float(score.std(ddof=1)) if len(score) > 1 else None,
+            "calls": float(np.mean([by[m][s]["calls"] for s in seeds])),
+            "pulls": float(np.nanmean(pulls)), "rounds": float(np.nanmean(rounds)),
+            "regret": float(np.mean([by[m][s]["regret"] for s in seeds])),
+            "fit_seconds": float(np.mean([by[m][s]["fit_seconds"] for s in seeds]))})
+    others = [m for m in methods if m != baseline]
+    raw = []
+    for m in others:
+        seeds = sorted(set(by[m]) & set(by[baseline]))
+        diff = np.array([by[m][s]["test_score"] - by[baseline][s]["test_score"] for s in seeds])
+        p = float(stats.wilcoxon(diff).pvalue) if len(diff) > 1 and np.any(diff != 0) else 1.0
+        a = np.array([by[m][s]["test_score"] for s in seeds])
+        b = np.array([by[baseline][s]["test_score"] for s in seeds])
+        tost = float(ttost_paired(a, b, -margin, margin)[0]) if len(seeds) > 1 and np.any(diff != 0) else 0.0
+        raw.append(p)
+        summary["comparisons"].append({"method": m, "baseline": baseline, "seeds": len(seeds),
+                                       "mean_difference": float(diff.mean()), "p_wilcoxon": p, "margin": margin,
+                                       "p_tost": tost})
+    if raw:
+        for row, p_holm in zip(summary["comparisons"], multipletests(raw, method="holm")[1]):
+            row["p_holm"] = float(p_holm)
+            row["verdict"] = ("differs" if p_holm < 0.05 else "equivalent within the margin" if row["p_tost"] < 0.05
+                              else "cannot decide")
+    return summary
+
+
+def render(summary: dict, meta: dict, n_val: int, reward: str) -> str:
+    from tabulate import tabulate
+
+    ref = summary["reference"]
+    lines = [f"RECORDED rewards replayed (no LLM call): task {meta['task']}, model {meta['model']}, {meta['n_arms']} "
+             f"arms of k={meta['k']}, {n_val} validation items a pull (of {meta['n_validation']}), {meta['n_test']} "
+             f"test items; reward '{reward}'. Arms' test scores: mean {ref['mean_arm']:.3f}, best {ref['best_arm']:.3f} "
+             f"(sd {ref['arms_sd']:.3f}); the arm best on the validation truth scores {ref['truth_best_arm']:.3f}.", ""]
+    rows = [[m["method"], m["seeds"], f"{m['test_score']:.3f} [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]",
+             f"{m['regret']:.3f}", f"{m['pulls']:.1f}", f"{m['rounds']:.1f}", f"{m['calls']:.0f}",
+             f"{m['fit_seconds']:.1f}"] for m in summary["methods"]]
+    lines.append(tabulate(rows, ["method", "seeds", "test score [95% CI]", "regret (truth)", "pulls", "rounds",
+                                 "calls", "fit s"], tablefmt="github", disable_numparse=True))
+    if summary["comparisons"]:
+        rows = [[c["method"], c["baseline"], f"{c['mean_difference']:+.4f}", f"{c['p_wilcoxon']:.3g}",
+                 f"{c['p_holm']:.3g}", f"±{c['margin']:g}", f"{c['p_tost']:.3g}", c["verdict"]]
+                for c in summary["comparisons"]]
+        lines += ["", tabulate(rows, ["method", "vs", "mean Δ (paired by seed)", "p (Wilcoxon)", "p (Holm)",
+                                      "margin", "p (TOST)", "verdict"], tablefmt="github", disable_numparse=True)]
+    return "\n".join(lines)
+
+
+def run(path: Path, methods: list[str], params: dict, seeds: list[int], n_val: int, reward: str,
+        budget: int | None, baseline: str | None, margin: float, data_dir: Path, out: Path | None,
+        progress: bool = True) -> dict:
+    from bench.encoder import Encoder
+
+    for name in methods:
+        replayable(name)  # before the table or the encoder loads
+    if margin <= 0:
+        raise ConfigError(f"--margin must be > 0, got {margin}")
+    replay = Replay.load(path, data_dir, Encoder())
+    if not 1 <= n_val <= len(replay.validation):
+        raise ConfigError(f"--n-val must be 1..{len(replay.validation)} (the table's validation pool), got {n_val}")
+    rows = []
+    if out is not None and (out / "rows.jsonl").is_file():  # resume: seeds already replayed are kept
+        rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines() if line.strip()]
+    done = {(r["method"], r["seed"]) for r in rows}
+    todo = [(m, s) for m in methods for s in seeds if (m, s) not in done]
+    bar = Progress(len(todo), f"replay {replay.table.meta['task']}", progress, unit="fits")
+    try:
+        for name, seed in todo:
+            row = replay.fit_and_score(name, params.get(name, {}), seed, n_val, reward, budget)
+            rows.append(row)
+            if out is not None:
+                out.mkdir(parents=True, exist_ok=True)
+                with open(out / "rows.jsonl", "a") as fh:
+                    fh.write(json.dumps(row) + "\n")
+            bar.update(1)
+    finally:
+        bar.close()
+    rows = [r for r in rows if r["method"] in methods and r["seed"] in seeds]
+    summary = summarise(rows, replay.table, reward, baseline or methods[0], margin)
+    result = {"table": str(path), "meta": replay.table.meta, "n_val": n_val, "reward": reward, "seeds": seeds,
+              "recorded": True, "simulated": False, **summary}
+    text = render(summary, replay.table.meta, n_val, reward)
+    if out is not None:
+        (out / "summary.json").write_text(json.dumps(result, indent=1))
+        (out / "summary.md").write_text(text + "\n")
+    LOG.info("replayed %d fits from %s", len(todo), path)
+    print(text)
+    return result
