@@ -10,6 +10,20 @@
   the proof uses, not the mean drift. W_t measures MC noise and training drift, not estimation error:
   it does not shrink as pulls accumulate (tests/test_dearicl_core.py), so B_t <= epsilon is a
   convergence test, not a certificate.
+
+Deviations from the paper that remain in the defaults (each a NeuralConfig knob, swept by `bench simulate
+--neural` on recorded reward tables):
+- rho_hat (the arm estimate in B_t) is the network's output with dropout OFF (`estimate="dropout-off"`); the paper
+  defines it as the mean of the N MC-dropout passes (l.1297; `estimate="mc-mean"`). Reason: one deterministic
+  pass is the estimate the LTR ranking uses at test time; the MC mean differs from it by dropout's bias.
+- c_t is a constant (`width_schedule="constant"`, c = `width_scale` = 1); the paper calls it "an annealed
+  multiplier (user-specified)" (l.1306) and gives no schedule: `inverse-sqrt` (c / sqrt(t)) and `sqrt-log`
+  (c sqrt(log(1 + t))) are offered, none is the paper's.
+- The placeholders before anything is measured, eps_stab = M = 1 (`stability_init`) and b_a = M/2
+  (`bias_init`), and N = 256 passes (`mc_passes`) are this code's: the paper leaves all three open. Together they
+  set DEARICL's 3-round stop (2.05 -> 1.05 -> 0.05) in the study.
+- Training: `epochs_per_round` 4 and lr 1e-3 here by default; configs/paper.yaml sets the paper's one epoch at
+  1e-4 (l.396, l.781), which with 10 validation queries and batch 16 is one Adam step a round.
 """
 from __future__ import annotations
 

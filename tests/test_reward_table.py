@@ -187,3 +187,23 @@ def test_a_ranked_tables_gold_loglik_is_read_from_the_answers_call_and_equals_sc
               if getattr(client.backend, "tokenizer", None) is not None else 1 for it in items]
     np.testing.assert_allclose(fast, np.exp(np.array([row[0] for row in alone]) / np.array(tokens)), rtol=1e-6)
     assert len(scored) == len(items)  # scoring the gold word alone is a new call per item
+
+
+def test_the_knob_sweep_runs_each_setting_on_the_table_and_reports_the_paper_range(table, tmp_path, data_dir,
+                                                                                  monkeypatch):
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("knob_sweep", Path(__file__).parents[1] / "scripts/knob_sweep.py")
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    t, _ = table
+    t.save(tmp_path / "t.npz")
+    monkeypatch.setenv("BENCH_DATA_DIR", str(data_dir))
+    out = tmp_path / "sweep"
+    assert sweep.main([str(tmp_path / "t.npz"), "--runs", "2", "--n-val", "4", "--budget", "6", "--m", "2",
+                       "--challengers", "1", "--out", str(out), "--only", "N 16"]) == 0
+    done = json.loads((out / "sweep.json").read_text())
+    assert list(done) == ["N 16"] and done["N 16"]["neural"] == "mc_passes=16"
+    assert done["N 16"]["env"]["recorded"] and len(done["N 16"]["rounds"]) == 2
+    assert "N 16" in (out / "sweep.md").read_text() and "in 79-130" in (out / "sweep.md").read_text()

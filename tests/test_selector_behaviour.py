@@ -269,3 +269,44 @@ def test_every_selectors_defaults_are_the_published_ones(name):
     """A changed default changes every run that does not set it: only on purpose, with the reference updated
     (`python -m bench list --defaults > reports/reference/selector-defaults.json`)."""
     assert default_params(available()[name]) == PUBLISHED_DEFAULTS.get(name), f"{name}: defaults differ"
+
+
+def test_lucb_static_passes_its_settings_on_and_guards_its_edges(world, encoder, monkeypatch):
+    """lucb-static's wiring: epsilon, delta, cs and max_pulls reach LUCB; no pull is a failure, one pull a warned
+    fit; a sweep that saw every arm does not warn; its settings name the certified stop."""
+    import methods.lucb_static as module
+    from bench.errors import ConfigError, FitFailed
+    from dearicl.confidence import CONFIDENCE_SEQUENCES
+
+    with pytest.raises(ConfigError, match=f"lucb-static: cs must be one of {', '.join(CONFIDENCE_SEQUENCES)}, got 'x'"):
+        create("lucb-static", {"cs": "x"})
+    task, splits = world
+    seen = {}
+    real = module.LUCB
+
+    def spy(env, m, **kwargs):
+        seen.update(kwargs, m=m)
+        return real(env, m, **kwargs)
+
+    monkeypatch.setattr(module, "LUCB", spy)
+
+    def fit(budget=None, **params):
+        oracle = RewardOracle(LLMClient(RulesLearner()), task, "lucb-static", bertscore=None, budget=budget)
+        ctx = FitContext(task=task, pool=splits.pool, validation=splits.validation, encoder=encoder, oracle=oracle,
+                         seed=0, k=K, budget=budget)
+        return create("lucb-static", {"k": K, "n_arms": 16, "m": 3, **params}).fit(ctx)
+
+    cs = CONFIDENCE_SEQUENCES[-1]
+    selector = fit(epsilon=0.3, delta=0.2, cs=cs, max_pulls=16)
+    assert seen == {"epsilon": 0.3, "delta": 0.2, "cs": cs, "max_pulls": 16, "m": 3}
+    assert selector.result_.pulls == 16 and not any("pulled once" in w for w in selector.fit_warnings)
+    assert selector.settings()["stop_rule"] == "certified: min LCB(top m) >= max UCB(rest) - epsilon"
+    assert selector.settings()["surrogate"] == "none (per-arm confidence sequences)"
+    assert selector.settings()["confidence_sequence"] == cs
+    n_val = len(splits.validation)
+    one = fit(budget=n_val, max_pulls=16)  # the budget pays for one pull
+    assert one.result_.pulls == 1 and one.best_arm_ in one.result_.top_m
+    assert any(w.startswith("only 1 of 16 arms were pulled once before the budget stop: the top m is chosen among "
+                            "those") for w in one.fit_warnings)
+    with pytest.raises(FitFailed, match="^lucb-static: no arm was pulled before the budget ended; raise --llm-budget$"):
+        fit(budget=n_val - 1, max_pulls=16)
