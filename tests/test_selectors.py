@@ -92,6 +92,12 @@ def test_few_shot_wei_exemplars_on_gsm8k_only():
         wei.check_task(type("T", (), {"name": "toy"})())
     with pytest.raises(ConfigError, match="8 GSM8K exemplars"):
         create("few-shot", {"k": 9, "exemplars": "wei"})
+    all_eight = create("few-shot", {"k": 8, "exemplars": "wei"})  # every exemplar Wei et al. wrote may be used
+    demos = all_eight.fit(FitContext(task=GSM8K(), pool=POOL, validation=[], encoder=None, oracle=None, k=8)).select(QUERY)
+    # ids and split name them as fixed outside items (fingerprints, the test-item check): never a pool or test item
+    assert [(d.id, d.split) for d in demos] == [(f"gsm8k/wei2022:{i}", "fixed") for i in range(8)]
+    with pytest.raises(ConfigError, match="^few-shot: exemplars must be one of random, wei, got 'hand'$"):
+        create("few-shot", {"exemplars": "hand"})
 
 
 def test_few_shot_is_seeded_and_task_level():
@@ -99,6 +105,10 @@ def test_few_shot_is_seeded_and_task_level():
     b = create("few-shot", {"k": 3}).fit(ctx(POOL, k=3, seed=1))
     assert [d.id for d in a.select(QUERY)] == [d.id for d in b.select(QUERY)] == [d.id for d in a.select(POOL[0])]
     assert len({d.id for d in a.select(QUERY)}) == 3
+    # the draw is the seed's "few-shot" stream: published selections stay reproducible across versions
+    import random
+
+    assert [d.id for d in a.select(QUERY)] == [d.id for d in random.Random("1:few-shot").sample(POOL, 3)]
 
 
 def test_zero_shot_selects_nothing():
