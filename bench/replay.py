@@ -1,6 +1,7 @@
 """The harness's own selectors fitted from a recorded reward table: zero LLM calls, as many seeds as wanted.
 
 `python -m bench table replay FILE --methods case-static,dearicl-static,... --seeds 50` fits each selector
+(`NAME:LABEL` runs one selector under its own --param settings, e.g. `dearicl-static:paper`)
 through its real `fit` and `select`, with the table in the LLM's place:
 - the arms are the table's (FitContext.arms), the same KMeans construction the bandits use;
 - per seed, the selector sees --n-val items drawn (seeded) from the table's validation pool, as a run with --n-val
@@ -75,7 +76,7 @@ def replayable(name: str) -> None:
     from methods.base import available
     from methods.explora import Explora
 
-    cls = available().get(name)
+    cls = available().get(name.split(":")[0])
     if cls is None:
         raise ConfigError(f"unknown method '{name}'; known methods: {', '.join(sorted(available()))}")
     if not issubclass(cls, (BanditSelector, Explora)):
@@ -115,7 +116,7 @@ class Replay:
         ctx = FitContext(task=self.task, pool=self.pool, validation=[self.validation[i] for i in pick],
                          encoder=self.encoder, oracle=oracle, seed=seed, k=int(table.meta["k"]), budget=budget,
                          arms=self.arms)
-        selector = create(name, params)
+        selector = create(name.split(":")[0], params)  # "NAME:LABEL": one selector under two settings
         began = time.perf_counter()
         selector.fit(ctx)
         fit_seconds = time.perf_counter() - began
@@ -213,8 +214,13 @@ def run(path: Path, methods: list[str], params: dict, seeds: list[int], n_val: i
         progress: bool = True) -> dict:
     from bench.encoder import Encoder
 
+    from methods.base import create
+
     for name in methods:
         replayable(name)  # before the table or the encoder loads
+        create(name.split(":")[0], params.get(name, {}))  # parameter names and values, checked now
+    if set(params) - set(methods):
+        raise ConfigError(f"--param names {', '.join(sorted(set(params) - set(methods)))}, not among --methods")
     if margin <= 0:
         raise ConfigError(f"--margin must be > 0, got {margin}")
     replay = Replay.load(path, data_dir, Encoder())

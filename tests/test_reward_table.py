@@ -108,17 +108,18 @@ def test_the_harness_selectors_replay_from_a_table_with_zero_llm_calls(table, tm
     t, splits = table
     t.save(tmp_path / "t.npz")
     out = tmp_path / "replay"
-    methods = ["case-static", "dearicl-static", "lucb-static", "dearicl-dynamic", "explora"]
+    methods = ["case-static", "dearicl-static", "lucb-static", "dearicl-dynamic", "explora", "case-static:wide"]
     argv = ["table", "replay", str(tmp_path / "t.npz"), "--methods", ",".join(methods), "--seeds", "3", "--n-val", "6",
             "--data-dir", str(data_dir), "--no-progress", "--out", str(out), "--param", "explora.n_arms=6",
             "--param", "explora.u_size=2", "--param", "explora.v_size=1", "--param", "explora.iterations=2"]
-    for name in methods[:4]:
+    for name in methods[:4] + ["case-static:wide"]:
         argv += [arg for key, value in SMALL.items() for arg in ("--param", f"{name}.{key}={value}")]
+    argv += ["--param", "case-static:wide.challengers=2"]  # one selector under a second setting
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert text.startswith("RECORDED rewards replayed (no LLM call)")
     rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
-    assert len(rows) == 15 and {r["method"] for r in rows} == set(methods)
+    assert len(rows) == 18 and {r["method"] for r in rows} == set(methods)
     metric = t.metric.mean(axis=2)
     truth = t.true_means()
     for row in rows:
@@ -132,16 +133,18 @@ def test_the_harness_selectors_replay_from_a_table_with_zero_llm_calls(table, tm
     assert all(c["verdict"] in ("differs", "equivalent within the margin", "cannot decide") for c in summary["comparisons"])
     (out / "summary.json").unlink()
     assert main(argv) == 0  # every (method, seed) is in rows.jsonl: nothing is fitted again
-    assert len((out / "rows.jsonl").read_text().splitlines()) == 15 and (out / "summary.json").is_file()
+    assert len((out / "rows.jsonl").read_text().splitlines()) == 18 and (out / "summary.json").is_file()
 
 
 @pytest.mark.parametrize("method, message", [("knn", "does not choose among the table's arms"),
                                              ("udr", "does not choose among the table's arms"),
-                                             ("nope", "unknown method")])
+                                             ("nope", "unknown method"),
+                                             ("case-static --param dearicl-static.m=3", "--param names dearicl-static"),
+                                             ("case-static --param case-static.mm=3", "mm")])
 def test_a_selector_that_cannot_replay_is_refused_in_one_line(table, tmp_path, method, message, capsys):
     t, _ = table
     t.save(tmp_path / "t.npz")
-    assert main(["table", "replay", str(tmp_path / "t.npz"), "--methods", method, "--no-progress"]) == 2
+    assert main(["table", "replay", str(tmp_path / "t.npz"), "--methods", *method.split(), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
 

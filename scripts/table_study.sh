@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# RQ1/RQ3 on a recorded reward table: every bandit (the cores, `bench simulate`) and the harness's own arm-choosing
+# selectors (`bench table replay`), 50 seeds each, then DEARICL's open knobs (scripts/knob_sweep.py). RECORDED
+# rewards of a real LLM, exact truth; no LLM call. Timings go to OUT/times.log.
+#
+#   bash scripts/table_study.sh reports/tables/rules-gemma3-270m.npz reports/tables/rules-gemma3-270m
+set -euo pipefail
+TABLE="$1"; OUT="$2"; RUNS="${RUNS:-50}"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+PY="$ROOT/.venv/bin/python"
+export HF_HUB_OFFLINE=1 BENCH_DATA_DIR="${BENCH_DATA_DIR:-$ROOT/../shared/data}"
+mkdir -p "$OUT"
+timed() { local label="$1"; shift; local began; began=$(date +%s); "$@"; echo "$label: $(( $(date +%s) - began )) s" >> "$OUT/times.log"; }
+# the study's settings: 10 validation items a pull, m = 10, eps = 0.1, delta = 0.05, at most 300 pulls (3000 calls)
+timed "rq1 cores ($RUNS runs)" "$PY" -m bench simulate --env "table:$TABLE" \
+  --methods case,dearicl,dearicl-paper-schedule,dearicl-random,lucb,dearicl-pac --runs "$RUNS" --n-val 10 \
+  --budget 300 --no-progress --out "$OUT/rq1-cores.json" > "$OUT/rq1-cores.txt"
+timed "replay ($RUNS seeds)" "$PY" -m bench table replay "$TABLE" --seeds "$RUNS" --n-val 10 --llm-budget 3000 \
+  --methods case-static,dearicl-static:paper,dearicl-static,lucb-static,dearicl-pac-static,dearicl-dynamic,dearicl-random \
+  --param "dearicl-static:paper.epochs_per_round=1" --param "dearicl-static:paper.lr=0.0001" \
+  --param "dearicl-static:paper.hidden=[256,256,128,64]" --margin 0.02 --no-progress \
+  --out "$OUT/replay"
+timed "knob sweep ($RUNS runs a setting)" "$PY" "$ROOT/scripts/knob_sweep.py" "$TABLE" --runs "$RUNS" --n-val 10 \
+  --out "$OUT/sweep"
