@@ -73,7 +73,7 @@ forkserver_warmup = "none"
 EOF
   echo "mutating $package/$module.py against: $tests"
   began=$(date +%s)
-  "$MUTMUT" run --max-children 2 > mutmut.log 2>&1 || true
+  "$MUTMUT" run --max-children "${MUTATION_CHILDREN:-2}" > mutmut.log 2>&1 || true
   seconds=$(( $(date +%s) - began ))
   "$MUTMUT" results --all true > results.txt 2>&1 || true
   "$PY" - "$package/$module" "$seconds" "$OUT" "$MUTMUT" <<'EOF'
