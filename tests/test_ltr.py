@@ -250,3 +250,27 @@ def test_pirank_passes_its_settings_to_the_loss_and_builds_the_authors_mlp():
     assert PiRank().loss().keywords == {"tau": 5.0, "k": 15, "ste": True}
     widths = [m.out_features for m in PiRank().make_model(10).modules() if isinstance(m, nn.Linear)]
     assert widths == [256, 256, 128, 64, 1]
+
+
+# the paper's appendix table of LTR architectures (methods' docstrings): FC stem, layers, d_ff, heads, dropout
+ARCHITECTURES = {"listnet": ((768, 128), 4, 512, 2, 0.3), "neuralndcg": ((768, 96), 4, 512, 4, 0.3),
+                 "neuralndcg-norm": ((768, 96), 2, 384, 1, 0.1), "ndcgloss2pp": ((256, 512, 1024, 512, 256),)}
+
+
+@pytest.mark.parametrize("name", sorted(ARCHITECTURES))
+def test_each_ltr_ranker_builds_the_papers_architecture(name):
+    from torch import nn
+
+    from methods.base import available
+
+    model = available()[name]().make_model(10)
+    linears = [m.out_features for m in model.modules() if isinstance(m, nn.Linear)]
+    if name == "ndcgloss2pp":  # an MLP
+        assert linears == [*ARCHITECTURES[name][0], 1]
+        return
+    stem, n_layers, d_ff, heads, dropout = ARCHITECTURES[name]
+    assert [m.out_features for m in model.stem if isinstance(m, nn.Linear)] == list(stem)
+    blocks = list(model.encoder.layers)
+    assert len(blocks) == n_layers
+    assert {b.linear1.out_features for b in blocks} == {d_ff} and {b.self_attn.num_heads for b in blocks} == {heads}
+    assert {b.dropout.p for b in blocks} == {dropout}
