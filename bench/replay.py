@@ -13,7 +13,8 @@ through its real `fit` and `select`, with the table in the LLM's place:
 Only selectors that choose among the arms can replay (the bandit and LTR families, EXPLORA); the others fail with
 one line before anything is fitted. Method-level claims are made across seeds: each seed is one paired
 observation, tested with Wilcoxon's signed-rank test (Holm over the comparisons) and, for "no difference", with an
-equivalence test (TOST, paired t) against a margin fixed before the run (--margin).
+equivalence test (TOST, paired t) against a margin fixed before the run (--margin); a difference both
+significant and inside the margin is reported as such.
 """
 from __future__ import annotations
 
@@ -174,7 +175,10 @@ def summarise(rows: list[dict], table: RewardTable, reward: str, baseline: str, 
         p = float(stats.wilcoxon(diff).pvalue) if len(diff) > 1 and np.any(diff != 0) else 1.0
         a = np.array([by[m][s]["test_score"] for s in seeds])
         b = np.array([by[baseline][s]["test_score"] for s in seeds])
-        tost = float(ttost_paired(a, b, -margin, margin)[0]) if len(seeds) > 1 and np.any(diff != 0) else 0.0
+        if len(seeds) > 1 and diff.std() > 0:
+            tost = float(ttost_paired(a, b, -margin, margin)[0])
+        else:  # no spread: the difference is known exactly
+            tost = 0.0 if abs(diff.mean()) < margin else 1.0
         raw.append(p)
         summary["comparisons"].append({"method": m, "baseline": baseline, "seeds": len(seeds),
                                        "mean_difference": float(diff.mean()), "p_wilcoxon": p, "margin": margin,
@@ -182,8 +186,9 @@ def summarise(rows: list[dict], table: RewardTable, reward: str, baseline: str, 
     if raw:
         for row, p_holm in zip(summary["comparisons"], multipletests(raw, method="holm")[1]):
             row["p_holm"] = float(p_holm)
-            row["verdict"] = ("differs" if p_holm < 0.05 else "equivalent within the margin" if row["p_tost"] < 0.05
-                              else "cannot decide")
+            row["verdict"] = ("differs, by less than the margin" if p_holm < 0.05 and row["p_tost"] < 0.05
+                              else "differs" if p_holm < 0.05 else "equivalent within the margin"
+                              if row["p_tost"] < 0.05 else "cannot decide")
     return summary
 
 

@@ -130,7 +130,8 @@ def test_the_harness_selectors_replay_from_a_table_with_zero_llm_calls(table, tm
             assert row["true_value"] == pytest.approx(truth[arm]) and row["regret"] == pytest.approx(truth.max() - truth[arm])
     summary = json.loads((out / "summary.json").read_text())
     assert [c["method"] for c in summary["comparisons"]] == methods[1:]
-    assert all(c["verdict"] in ("differs", "equivalent within the margin", "cannot decide") for c in summary["comparisons"])
+    assert all(c["verdict"] in ("differs", "differs, by less than the margin", "equivalent within the margin",
+                                "cannot decide") for c in summary["comparisons"])
     (out / "summary.json").unlink()
     assert main(argv) == 0  # every (method, seed) is in rows.jsonl: nothing is fitted again
     assert len((out / "rows.jsonl").read_text().splitlines()) == 18 and (out / "summary.json").is_file()
@@ -210,3 +211,25 @@ def test_the_knob_sweep_runs_each_setting_on_the_table_and_reports_the_paper_ran
     assert list(done) == ["N 16"] and done["N 16"]["neural"] == "mc_passes=16"
     assert done["N 16"]["env"]["recorded"] and len(done["N 16"]["rounds"]) == 2
     assert "N 16" in (out / "sweep.md").read_text() and "in 79-130" in (out / "sweep.md").read_text()
+
+
+def test_seed_level_verdicts_differ_equivalent_or_undecided_against_the_preset_margin():
+    from bench.replay import summarise
+
+    rng = np.random.default_rng(0)
+    t = RewardTable(np.zeros((3, 4, 1)), rng.uniform(size=(3, 4, 1)), np.zeros((3, 4)), np.array(list("abcd")),
+                    np.array(["validation", "validation", "test", "test"]), np.array([["x"], ["y"], ["z"]]), {})
+    base = rng.uniform(0.4, 0.6, 30)
+
+    def rows(name, scores):
+        return [{"method": name, "seed": s, "test_score": float(v), "calls": 1, "regret": 0.0, "fit_seconds": 0.0,
+                 "scale": {}} for s, v in enumerate(scores)]
+
+    out = summarise(rows("base", base) + rows("better", base + 0.1 + rng.normal(0, 0.01, 30))
+                    + rows("same", base + rng.normal(0, 0.002, 30)) + rows("noisy", base + rng.normal(0, 0.2, 30))
+                    + rows("shifted", base + 0.005), t, "rewards", "base", margin=0.02)
+    verdicts = {c["method"]: c["verdict"] for c in out["comparisons"]}
+    assert verdicts == {"better": "differs", "same": "equivalent within the margin", "noisy": "cannot decide",
+                        "shifted": "differs, by less than the margin"}  # real, and smaller than what matters
+    shifted = next(c for c in out["comparisons"] if c["method"] == "shifted")
+    assert shifted["p_tost"] == 0.0 and shifted["mean_difference"] == pytest.approx(0.005)
