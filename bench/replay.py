@@ -134,7 +134,7 @@ class Replay:
         return {"method": name, "seed": seed, "test_score": float(metric[chosen, cols].mean()),
                 "arms_chosen": arms_used if len(arms_used) <= 10 else len(arms_used), "calls": oracle.calls, "fit_seconds": round(fit_seconds, 2),
                 # the chosen arms' exact validation means against the best arm's (task level: one arm)
-                "true_value": float(np.mean(truth[chosen])), "regret": float(truth.max() - np.mean(truth[chosen])),
+                "true_value": float(np.mean(truth[chosen])), "regret": max(0.0, float(truth.max() - np.mean(truth[chosen]))),
                 "scale": selector.scale(), "warnings": list(getattr(selector, "warnings_", []))}
 
 
