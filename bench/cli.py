@@ -497,8 +497,10 @@ def cmd_simulate(argv: list[str]) -> int:
     print(f"{kind} environment '{env['name']}' (m={env['m']}, epsilon={env['epsilon']}, delta={env['delta']}):")
     for r in out["results"]:
         coverage = "  coverage n/a" if r["coverage"] is None else f"  coverage {r['coverage']:.3f}"
-        print(f"  {r['method']:>22}  runs {r['runs']}  pulls {r['mean_pulls']:.1f} ± {r['pulls_se']:.1f}"
-              f"  error rate {r['error_rate']:.3f}  eps-error {r['eps_error_rate']:.3f} ± {r['eps_error_rate_se']:.3f}"
+        calls = f"  calls {r['mean_calls']:.0f}" if "mean_calls" in r else ""
+        print(f"  {r['method']:>22}  runs {r['runs']}  rounds {r['mean_rounds']:.1f}  pulls {r['mean_pulls']:.1f} ± "
+              f"{r['pulls_se']:.1f}{calls}  error rate {r['error_rate']:.3f}  eps-error {r['eps_error_rate']:.3f} "
+              f"(95% bound {r['eps_error_ucb95']:.3f})"
               f"  regret {r['mean_simple_regret']:.4f} ± {r['simple_regret_se']:.4f}{coverage}  stops {r['stopped_by']}")
     return 0
 

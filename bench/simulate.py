@@ -272,7 +272,7 @@ def mean_se(values: list[float]) -> tuple[float, float]:
 
 def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, linear: bool) -> tuple[dict, list]:
     spec = SIM_METHODS[name]
-    per_run: dict[str, list] = {"pulls": [], "rounds": [], "error": [], "eps_error": [], "regret": [], "coverage": [],
+    per_run: dict[str, list] = {"pulls": [], "rounds": [], "calls": [], "error": [], "eps_error": [], "regret": [], "coverage": [],
                                 "seconds": []}
     stops: dict[str, int] = {}
     trace0: list = []
@@ -314,6 +314,8 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
         per_run["regret"].append(true_simple_regret(truth, res.top_m))
         per_run["pulls"].append(res.pulls)
         per_run["rounds"].append(res.rounds)
+        if hasattr(env, "harness_calls"):
+            per_run["calls"].append(env.harness_calls())
         if res.coverage is not None:
             per_run["coverage"].append(res.coverage)
         stops[res.stopped_by] = stops.get(res.stopped_by, 0) + 1
@@ -330,8 +332,8 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
     # one-sided 95% Clopper-Pearson upper bound of the eps-error rate (0 errors in n runs: 1 - 0.05^(1/n))
     row["eps_error_ucb95"] = float(stats.beta.ppf(0.95, errors + 1, args.runs - errors)) if errors < args.runs else 1.0
     row["mean_rounds"], row["rounds_se"] = mean_se(per_run["rounds"])
-    if args.env.startswith("table:"):  # a pull is one LLM call per validation item
-        row["mean_calls"] = row["mean_pulls"] * len(world_of(0).queries)
+    if per_run["calls"]:  # a table: what the pulls would cost the harness (repeats of deterministic answers: cached)
+        row["mean_calls"], row["calls_se"] = mean_se(per_run["calls"])
     row.update(pulls=per_run["pulls"], rounds=per_run["rounds"], simple_regrets=per_run["regret"], coverage_per_run=per_run["coverage"],
                stopped_by=stops, mean_seconds=float(np.mean(per_run["seconds"])))
     return row, trace0

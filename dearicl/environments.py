@@ -178,10 +178,19 @@ class RecordedEnvironment:
         self.values, self.rows, self.rng = values, np.asarray(rows), rng  # values: [arms, items, samples]
         self.n_arms = len(values)
         self.true_means = values[:, pool].reshape(len(values), -1).mean(axis=1)
+        self.sampled_pulls, self.arms_pulled = 0, set()
 
     def pull(self, arm: int) -> np.ndarray:
         samples = self.rng.integers(self.values.shape[2], size=len(self.rows))
+        self.sampled_pulls += 1
+        self.arms_pulled.add(int(arm))
         return self.values[arm, self.rows, samples].astype(np.float64)
+
+    def harness_calls(self) -> int:
+        """The LLM calls these pulls would cost the harness: with sampled answers every pull asks anew; with
+        deterministic ones (one recorded sample) a repeat is answered from the cache."""
+        pulls = self.sampled_pulls if self.values.shape[2] > 1 else len(self.arms_pulled)
+        return pulls * len(self.rows)
 
     def llm_calls(self) -> int:
         return 0
