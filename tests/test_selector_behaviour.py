@@ -253,7 +253,7 @@ def test_every_numeric_parameter_reaches_the_selector(name):
         assert create(name, {"rule": "greedy"}).settings()["selection_rule"] == "random"  # the ablation's point
 
 
-def test_the_no_exploration_ablation_pulls_only_its_initial_random_arms(fits):
+def test_dearicl_noexplore_pulls_only_its_initial_random_arms(fits):
     """dearicl-noexplore: the cold start alone (initial_arms arms, each pulled once), no gap-index round."""
     selector, oracle = fits("dearicl-noexplore")
     result = selector.result_
