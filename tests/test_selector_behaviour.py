@@ -253,10 +253,15 @@ def test_every_numeric_parameter_reaches_the_selector(name):
         assert create(name, {"rule": "greedy"}).settings()["selection_rule"] == "random"  # the ablation's point
 
 
-def test_dearicl_noexplore_pulls_only_its_initial_random_arms(fits):
-    """dearicl-noexplore: the cold start alone (initial_arms arms, each pulled once), no gap-index round."""
-    selector, oracle = fits("dearicl-noexplore")
-    result = selector.result_
+def test_dearicl_noexplore_pulls_only_its_initial_random_arms(world, encoder):
+    """dearicl-noexplore: the cold start alone (initial_arms arms, each pulled once), no gap-index round. It fits
+    its own selector (not the module's shared fit) so that mutmut, which runs the tests that called the mutated
+    function, runs this one."""
+    task, splits = world
+    oracle = RewardOracle(LLMClient(RulesLearner()), task, "dearicl-noexplore", bertscore=None)
+    ctx = FitContext(task=task, pool=splits.pool, validation=splits.validation, encoder=encoder, oracle=oracle,
+                     seed=0, k=K)
+    result = create("dearicl-noexplore", params_for("dearicl-noexplore")).fit(ctx).result_
     assert result.pulls == PARAMS["dearicl-noexplore"]["initial_arms"] == len(result.pulled)
     assert set(result.pulled.values()) == {1}
 
