@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Sequence
 
@@ -104,14 +105,25 @@ class Replay:
         return cls(table, Path(path), task.configure(), splits.pool, [by_id[i] for i in table.item_ids[table.validation]],
                    [by_id[i] for i in table.item_ids[table.test]], arms, encoder)
 
+    @cached_property
+    def arm_of(self) -> dict[tuple, int]:
+        return {tuple(row): a for a, row in enumerate(self.table.arm_demo_ids.tolist())}
+
+    @cached_property
+    def column_of(self) -> dict[str, int]:
+        return {item_id: c for c, item_id in enumerate(self.table.item_ids.tolist())}
+
+    @cached_property
+    def expected_metric(self) -> np.ndarray:
+        """[arms, items]: each arm's expected score on each item (the mean over the recorded samples)."""
+        return self.table.metric.mean(axis=2)
+
     def fit_and_score(self, name: str, params: dict, seed: int, n_val: int, reward: str, budget: int | None) -> dict:
         from methods.base import FitContext, create
 
-        table = self.table
+        table, arm_of, column_of = self.table, self.arm_of, self.column_of
         values = getattr(table, reward)
         values = values[:, :, None] if values.ndim == 2 else values
-        arm_of = {tuple(row): a for a, row in enumerate(table.arm_demo_ids.tolist())}
-        column_of = {item_id: c for c, item_id in enumerate(table.item_ids.tolist())}
         oracle = TableOracle(values, arm_of, column_of, self.task, name, budget)
         pick = np.sort(np.random.default_rng([seed, 2]).choice(len(self.validation), n_val, replace=False))
         ctx = FitContext(task=self.task, pool=self.pool, validation=[self.validation[i] for i in pick],
@@ -121,7 +133,7 @@ class Replay:
         began = time.perf_counter()
         selector.fit(ctx)
         fit_seconds = time.perf_counter() - began
-        metric = table.metric.mean(axis=2)  # [arms, items]: the expected score of each arm on each item
+        metric = self.expected_metric
         chosen = []
         for item in self.test:
             arm = arm_of.get(tuple(d.id for d in selector.select(item)))
