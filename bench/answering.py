@@ -41,6 +41,21 @@ def answer(client: LLMClient, task, demos: Sequence[Sequence[Item]], items: Sequ
            params: GenerationParams | None = None, sample_indices: Sequence[int] | None = None) -> Answers:
     """Answer each item after its own demonstrations. Items that share demonstrations go to the LLM together
     (their prefix is prefilled once); either way the cache keys are the same."""
+    gens, label_probs = ask(client, task, demos, items, scope=scope, params=params, sample_indices=sample_indices)
+    if label_probs is not None:
+        outputs = predictions = [max(p, key=p.get) for p in label_probs]
+    else:
+        outputs = [task.truncate(g.text) for g in gens]
+        predictions = [task.extract(o) for o in outputs]
+    return Answers(outputs, predictions, task.score(predictions, items, outputs), task.extra_metrics(outputs, items),
+                   gens, label_probs)
+
+
+def ask(client: LLMClient, task, demos: Sequence[Sequence[Item]], items: Sequence[Item], *, scope: CallScope,
+        params: GenerationParams | None = None, sample_indices: Sequence[int] | None = None
+        ) -> tuple[list[Generation], list[dict[str, float]] | None]:
+    """The LLM calls of `answer` and nothing after them (no metric, so no scorer is loaded): each item's call, and
+    for ranked answers each label's (calibrated) probability. A GPU box fills a cache this way (reward tables)."""
     params = params or client.params_for(task)
     indices = list(sample_indices) if sample_indices is not None else [0] * len(items)
     groups: dict[tuple[str, ...], list[int]] = {}
@@ -56,25 +71,19 @@ def answer(client: LLMClient, task, demos: Sequence[Sequence[Item]], items: Sequ
                     if task.calibration == "contextual" else None)
             for i, ll, gen in zip(rows, logliks, answered):
                 probs[i], gens[i] = task.label_probs(ll, free), gen
-        label_probs = [dict(zip(task.labels, map(float, p))) for p in probs]
-        outputs = predictions = [task.labels[int(np.argmax(p))] for p in probs]
-    else:
-        alone = [rows[0] for rows in groups.values() if len(rows) == 1]
-        answered = client.generate([task.render(demos[i], items[i]) for i in alone], scope=scope, params=params,
-                                   sample_indices=[indices[i] for i in alone])
-        for i, gen in zip(alone, answered):
-            gens[i] = gen
-        for rows in groups.values():
-            if len(rows) > 1:
-                answered = client.evaluate(task, demos[rows[0]], [items[i] for i in rows], scope=scope, params=params,
-                                           sample_indices=[indices[i] for i in rows])
-                for i, gen in zip(rows, answered):
-                    gens[i] = gen
-        label_probs = None
-        outputs = [task.truncate(g.text) for g in gens]
-        predictions = [task.extract(o) for o in outputs]
-    return Answers(outputs, predictions, task.score(predictions, items, outputs), task.extra_metrics(outputs, items),
-                   gens, label_probs)
+        return gens, [dict(zip(task.labels, map(float, p))) for p in probs]
+    alone = [rows[0] for rows in groups.values() if len(rows) == 1]
+    answered = client.generate([task.render(demos[i], items[i]) for i in alone], scope=scope, params=params,
+                               sample_indices=[indices[i] for i in alone])
+    for i, gen in zip(alone, answered):
+        gens[i] = gen
+    for rows in groups.values():
+        if len(rows) > 1:
+            answered = client.evaluate(task, demos[rows[0]], [items[i] for i in rows], scope=scope, params=params,
+                                       sample_indices=[indices[i] for i in rows])
+            for i, gen in zip(rows, answered):
+                gens[i] = gen
+    return gens, None
 
 
 def rewards(task, answers: Answers, items: Sequence[Item], bertscore) -> np.ndarray:

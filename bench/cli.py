@@ -579,9 +579,11 @@ def cmd_data(argv: list[str]) -> int:
 
 def table_parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m bench table", description="Recorded reward tables (bench/reward_table.py).")
-    p.add_argument("action", choices=["build", "show", "replay"],
-                   help="build: record a table; show: summarise one; replay: fit the harness's selectors from it")
-    p.add_argument("file", type=Path, help="the table (.npz): written by build, read by show and replay")
+    p.add_argument("action", choices=["build", "show", "replay", "calls"],
+                   help="build: record a table; show: summarise one; replay: fit the harness's selectors from it; "
+                        "calls: answer a plan's calls (another machine's half of build --plan / --answers-from)")
+    p.add_argument("file", type=Path,
+                   help="the table (.npz): written by build, read by show and replay; calls: the plan (.json)")
     p.add_argument("--task", default="sst2", help="task of the table (build)")
     p.add_argument("--task-file", type=Path, action="append", default=[], metavar="FILE.yaml",
                    help="a task spec to register first (build)")
@@ -608,6 +610,19 @@ def table_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache", type=Path, default=None,
                    help="LLM answer cache; a killed build resumes from it (default: FILE's folder/FILE.cache.sqlite)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    remote = p.add_argument_group("recording on another machine (a GPU box without the data or the encoder)")
+    remote.add_argument("--plan", type=Path, default=None, metavar="PLAN.json",
+                        help="build: write the table's calls (arms and items) to PLAN.json and stop, no LLM loaded")
+    remote.add_argument("--answers-from", type=Path, default=None, metavar="RECORDED.json",
+                        help="build: the answers are in --cache, made by `table calls` (its RECORDED.json goes "
+                             "into the table's meta); every call must be there")
+    remote.add_argument("--recorded", type=Path, default=None, metavar="RECORDED.json",
+                        help="calls: where to write what ran (device, versions, sampler, time)")
+    remote.add_argument("--gguf", type=Path, default=None,
+                        help="calls: the embedded model's GGUF file, copied by hand (no package needed)")
+    remote.add_argument("--prefix-batch", type=_positive, default=None,
+                        help="calls: rows decoded together after a shared prefix (GPU: hundreds)")
+    remote.add_argument("--kv-cache-gib", type=float, default=None, help="calls: memory cap of those rows' caches")
     replay = p.add_argument_group("replay (bench/replay.py)")
     replay.add_argument("--methods", type=_csv, default=["case-static", "dearicl-static"],
                         help="selectors that choose among the arms (bandit, LTR, explora)")
@@ -643,6 +658,8 @@ def cmd_table(argv: list[str]) -> int:
                    args.llm_budget, args.baseline, args.margin, args.data_dir or default_data_dir(), args.out,
                    progress=not args.no_progress)
         return 0
+    if args.action == "calls":
+        return _table_calls(args)
     args.n_val = args.n_val or 50
     from bench.encoder import Encoder
     from bench.llm import CallCache, CallLog, GenerationParams, LLMClient, LLMSpec, make_backend
@@ -660,15 +677,55 @@ def cmd_table(argv: list[str]) -> int:
                               pool_size=args.pool_size, seed=args.seed)
     spec = LLMSpec(args.llm, backend=args.backend)
     resolve(spec)  # a bad name fails before any model loads
-    cache = CallCache(args.cache or args.file.with_suffix(".cache.sqlite"))
+    cache = None if args.plan else CallCache(args.cache or args.file.with_suffix(".cache.sqlite"))  # plan: no calls
     client = LLMClient(make_backend(spec), cache, CallLog(None),
                        GenerationParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                                         seed=args.seed), "auto")
+    if args.plan is not None:
+        from bench.reward_table import write_plan
+
+        plan = write_plan(args.plan, task, splits, client, Encoder(), llm=args.llm, n_arms=args.arms, k=args.k,
+                          seed=args.seed, samples=args.samples)
+        print(f"wrote {args.plan}: {len(plan['arms'])} arms x {len(plan['items'])} items x {plan['samples']} "
+              f"sample(s), plan {plan['plan']}")
+        return 0
+    recorded = None
+    if args.answers_from is not None:
+        try:
+            recorded = json.loads(args.answers_from.read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"--answers-from {args.answers_from}: not readable ({exc})") from None
     table = build(task, splits, client, Encoder(), bertscore, n_arms=args.arms, k=args.k, seed=args.seed,
-                  samples=args.samples, progress=not args.no_progress)
+                  samples=args.samples, progress=not args.no_progress, answers_from=recorded)
     table.save(args.file)
     print(table.summary())
     print(f"wrote {args.file}")
+    return 0
+
+
+def _table_calls(args) -> int:
+    """`table calls PLAN`: every call of a plan through the plan's model, into --cache (a GPU box's half)."""
+    from bench.llm import CallCache, CallLog, GenerationParams, LLMClient, LLMSpec, make_backend
+    from bench.reward_table import answer_plan, read_plan
+
+    plan = read_plan(args.file)
+    if args.cache is None:
+        raise ConfigError("table calls needs --cache: the file the answers go to")
+    if args.gguf is not None:
+        from bench.llm.embedded import EmbeddedModel
+
+        backend = EmbeddedModel(plan["llm"], gguf=args.gguf)
+    else:
+        backend = make_backend(LLMSpec(plan["llm"], backend=args.backend))
+    for name, value in (("prefix_batch_size", args.prefix_batch), ("kv_cache_gib", args.kv_cache_gib)):
+        if value is not None and hasattr(backend, name):
+            setattr(backend, name, value)
+    params = GenerationParams(**{**plan["params"], "stop": tuple(plan["params"]["stop"])})
+    client = LLMClient(backend, CallCache(args.cache), CallLog(None), params, "auto")
+    recorded = answer_plan(plan, client, progress=not args.no_progress)
+    out = args.recorded or args.cache.with_suffix(".recorded.json")
+    out.write_text(json.dumps(recorded, indent=1) + "\n")
+    print(f"answered plan {plan['plan']} in {recorded['seconds']:.0f} s into {args.cache}; wrote {out}")
     return 0
 
 

@@ -58,12 +58,16 @@ class BertScoreConfig:
     batch_size: int = 32
 
 
+MEMO_PAIRS = 500_000  # scored pairs remembered per language (tens of MB at most)
+
+
 class BertScore:
     """Lazily loaded bert-score scorers, one per target language, F1 only."""
 
     def __init__(self, config: BertScoreConfig = BertScoreConfig()):
         self.config = config
         self._scorers: dict[str, object] = {}
+        self._memo: dict[str, dict[tuple[str, str], float]] = {}  # lang -> (candidate, reference) -> F1
         self._lock = threading.Lock()
 
     def resolve(self, lang: str) -> tuple[str, int | None, str]:
@@ -101,9 +105,16 @@ class BertScore:
         if not candidates:
             return []
         # bert-score rejects empty strings' edge cases poorly: an empty output scores against "".
-        cands = [c if c.strip() else "." for c in candidates]
-        _, _, f1 = self.scorer(lang).score(cands, list(references), verbose=False)
-        return [float(x) for x in f1]
+        pairs = [(c if c.strip() else ".", r) for c, r in zip(candidates, references)]
+        # a pair already scored is not scored again: a reward and a metric on the same reference, repeated samples
+        known = self._memo.setdefault(lang, {})
+        todo = sorted({pair for pair in pairs if pair not in known})
+        if todo:
+            _, _, f1 = self.scorer(lang).score([c for c, _ in todo], [r for _, r in todo], verbose=False)
+            if len(known) > MEMO_PAIRS:
+                known.clear()
+            known.update(zip(todo, (float(x) for x in f1)))
+        return [known[pair] for pair in pairs]
 
     def description(self, lang: str) -> str:
         """The settings line for reports, with bert-score's own hash."""

@@ -22,13 +22,13 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
-from bench.answering import answer, rewards as reward_of
+from bench.answering import answer, ask, rewards as reward_of
 from bench.errors import ConfigError, DataError
 from bench.items import Item
 from bench.llm import CallScope, LLMClient
@@ -138,48 +138,163 @@ def gold_loglik(client: LLMClient, task, demos, items, scope) -> np.ndarray:
     return np.exp(totals / counts)
 
 
-def build(task, splits, client: LLMClient, encoder, bertscore, *, n_arms: int, k: int, seed: int, samples: int,
-          progress: bool = True) -> RewardTable:
+def table_arms(task, splits, encoder, n_arms: int, k: int, seed: int) -> list[list[Item]]:
+    """The arms' demonstrations, built as the bandit selectors build them (same encoder input, same seed)."""
     from dearicl.arms import build_arms
 
     if k > len(splits.pool):
         raise ConfigError(f"k={k} is larger than the pool of task '{task.name}' ({len(splits.pool)} items)")
-    samples = 1 if task.scoring == "rank" or client.params.greedy else samples  # deterministic answers
     arms = build_arms(encoder.encode_items(splits.pool, with_output=True), n_arms, k, seed)
-    items = list(splits.validation) + list(splits.test)
-    shape = (len(arms), len(items))
-    rewards, metric = np.zeros(shape + (samples,)), np.zeros(shape + (samples,))
-    loglik = np.zeros(shape)
+    return [[splits.pool[i] for i in members] for members in arms.members]
+
+
+def record(client: LLMClient, task, arm_demos, items, samples: int, *, score: bool = True, progress: bool = True):
+    """Pull every arm on every item: per arm, (the Answers of its samples, the items in order within each sample,
+    or with `score` False only the calls, loglik [items]). All samples of an arm are one shared-prefix call."""
     scope = CallScope("reward-table", task.name, "selection")
     params = client.params_for(task)
-    began = time.perf_counter()
-    bar = Progress(len(arms) * len(items) * (samples + 1), f"table {task.name}", progress, unit="calls")
+    tiled = list(items) * samples
+    indices = [s for s in range(samples) for _ in items]
+    bar = Progress(len(arm_demos) * len(items) * (samples + 1), f"table {task.name}", progress, unit="calls")
     try:
-        for a, members in enumerate(arms.members):
-            demos = [splits.pool[i] for i in members]
-            for s in range(samples):
-                got = answer(client, task, [demos] * len(items), items, scope=scope, params=params,
-                             sample_indices=[s] * len(items))
-                rewards[a, :, s] = reward_of(task, got, items, bertscore)
-                metric[a, :, s] = got.scores
-                bar.update(len(items))
-            loglik[a] = gold_loglik(client, task, demos, items, scope)
+        for demos in arm_demos:
+            how = answer if score else ask
+            got = how(client, task, [demos] * len(tiled), tiled, scope=scope, params=params, sample_indices=indices)
+            bar.update(len(tiled))
+            loglik = gold_loglik(client, task, demos, items, scope)
             bar.update(len(items))
+            yield got, loglik
     finally:
         bar.close()
+
+
+def build(task, splits, client: LLMClient, encoder, bertscore, *, n_arms: int, k: int, seed: int, samples: int,
+          progress: bool = True, answers_from: dict | None = None) -> RewardTable:
+    samples = 1 if task.scoring == "rank" or client.params.greedy else samples  # deterministic answers
+    arm_demos = table_arms(task, splits, encoder, n_arms, k, seed)
+    items = list(splits.validation) + list(splits.test)
+    if answers_from is not None:
+        check_recorded(client, task, arm_demos, items, samples, answers_from)
+    n = len(items)
+    rewards, metric = np.zeros((len(arm_demos), n, samples)), np.zeros((len(arm_demos), n, samples))
+    loglik = np.zeros((len(arm_demos), n))
+    params = client.params_for(task)
+    began = time.perf_counter()
+    for a, (got, arm_loglik) in enumerate(record(client, task, arm_demos, items, samples, progress=progress)):
+        rewards[a] = reward_of(task, got, list(items) * samples, bertscore).reshape(samples, n).T
+        metric[a] = np.reshape(got.scores, (samples, n)).T
+        loglik[a] = arm_loglik
     seconds = time.perf_counter() - began
-    LOG.info("reward table %s: %d arms x %d items x %d samples in %.0f s", task.name, len(arms), len(items), samples,
+    LOG.info("reward table %s: %d arms x %d items x %d samples in %.0f s", task.name, len(arm_demos), n, samples,
              seconds)
     from bench.provenance import environment
 
     meta = {"task": task.name, "answering": task.settings(), "model": client.backend.model_id,
             "decoding": {"temperature": params.temperature, "max_new_tokens": params.max_new_tokens,
                          "stop": list(params.stop)},
-            "template_hash": template_hash(task), "k": k, "n_arms": len(arms), "seed": seed, "samples": samples,
+            "template_hash": template_hash(task), "k": k, "n_arms": len(arm_demos), "seed": seed, "samples": samples,
             "n_validation": len(splits.validation), "n_test": len(splits.test), "pool_size": len(splits.pool),
             "code": environment().get("git_commit", ""), "built_at": datetime.now(timezone.utc).isoformat(
                 timespec="seconds"), "build_seconds": round(seconds, 1)}
+    if answers_from is not None:  # the answers came from another machine's run of `table calls`
+        meta["answers_recorded"] = answers_from
     return RewardTable(rewards, metric, loglik, np.array([it.id for it in items]),
                        np.array([it.split or ("validation" if i < len(splits.validation) else "test")
                                  for i, it in enumerate(items)]),
-                       np.array([[splits.pool[i].id for i in members] for members in arms.members]), meta)
+                       np.array([[d.id for d in demos] for demos in arm_demos]), meta)
+
+
+# ---- recording on another machine: a plan of the calls, answered there into a cache, built from it here ----------
+PLAN_FORMAT = "icl-select-bench table calls v1"
+
+
+def plan_id(task, arm_demos, items, samples: int, model_id: str, params) -> str:
+    """A hash of everything that fixes a table's calls: the cache a plan filled is checked against it."""
+    blob = json.dumps({"task": task.name, "answering": task.settings(), "model": model_id, "samples": samples,
+                       "params": asdict(params), "template": template_hash(task), "items": [it.id for it in items],
+                       "arms": [[d.id for d in demos] for demos in arm_demos]}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def write_plan(path: Path, task, splits, client: LLMClient, encoder, *, llm: str, n_arms: int, k: int, seed: int,
+               samples: int) -> dict:
+    """The calls of a table as a JSON file (arms' demonstrations and the items, whole): `bench table calls` answers
+    them on a machine with neither the data nor the encoder (a GPU box), into a cache `build --answers-from` reads."""
+    samples = 1 if task.scoring == "rank" or client.params.greedy else samples
+    arm_demos = table_arms(task, splits, encoder, n_arms, k, seed)
+    items = list(splits.validation) + list(splits.test)
+    plan = {"format": PLAN_FORMAT, "task": task.name, "answering": task.settings(), "llm": llm,
+            "model": client.backend.model_id, "params": asdict(client.params), "samples": samples,
+            "plan": plan_id(task, arm_demos, items, samples, client.backend.model_id, client.params),
+            "arms": [[asdict(d) for d in demos] for demos in arm_demos], "items": [asdict(it) for it in items]}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(plan, ensure_ascii=False))
+    return plan
+
+
+def read_plan(path: Path) -> dict:
+    try:
+        plan = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{path}: not a readable plan of table calls ({exc})") from None
+    if not isinstance(plan, dict) or plan.get("format") != PLAN_FORMAT:
+        raise DataError(f"{path}: not a plan of table calls (written by `bench table build --plan`)")
+    return plan
+
+
+def _item(row: dict) -> Item:
+    return Item(**{**row, "options": tuple(row.get("options", ()))})
+
+
+def answer_plan(plan: dict, client: LLMClient, *, progress: bool = True) -> dict:
+    """Make every call of a plan through `client` (its cache keeps them); what ran, for the table's meta."""
+    import platform
+
+    from bench.tasks import make_task
+
+    if client.backend.model_id != plan["model"]:
+        raise ConfigError(f"the plan was made for model {plan['model']}, this backend is {client.backend.model_id}")
+    task = make_task(plan["task"]).configure(**plan["answering"])
+    arm_demos = [[_item(d) for d in demos] for demos in plan["arms"]]
+    items = [_item(it) for it in plan["items"]]
+    if plan_id(task, arm_demos, items, plan["samples"], plan["model"], client.params) != plan["plan"]:
+        raise ConfigError("the plan's calls do not match its id (task, items, arms or decoding changed)")
+    began = time.perf_counter()
+    for _ in record(client, task, arm_demos, items, plan["samples"], score=False, progress=progress):
+        pass
+    seconds = time.perf_counter() - began
+    backend = client.backend
+    device = getattr(backend, "device", None)
+    recorded = {"plan": plan["plan"], "seconds": round(seconds, 1), "host": platform.node(),
+                "device": str(device) if device is not None else "n/a"}
+    if getattr(device, "type", "") == "cuda":
+        import torch
+        import transformers
+
+        recorded.update(gpu=torch.cuda.get_device_name(device), torch=torch.__version__,
+                        transformers=transformers.__version__)
+    if hasattr(backend, "sampler_class") and not client.params.greedy and task.scoring != "rank":
+        recorded["sampler"] = backend.sampler_class().__name__
+    return recorded
+
+
+def check_recorded(client: LLMClient, task, arm_demos, items, samples: int, recorded: dict) -> None:
+    """Before a build from another machine's answers: they are for these calls, and the cache holds every one."""
+    from bench.answering import answer_keys
+
+    want = plan_id(task, arm_demos, items, samples, client.backend.model_id, client.params)
+    if recorded.get("plan") != want:
+        raise ConfigError(f"the answers were recorded for plan {recorded.get('plan')}, this build's is {want} "
+                          "(arms, items, model or decoding differ)")
+    params = client.params_for(task)
+    indices = [s for s in range(samples) for _ in items]
+    keys = []
+    for demos in arm_demos:
+        keys += answer_keys(client, task, demos, list(items) * samples, params, indices)
+        golds = [task.reward_reference(it) for it in items]
+        if task.scoring != "rank" or not all(g in task.choice_words() for g in golds):
+            keys += client.classify_keys(task, demos, items, words=[[g] for g in golds])[3]
+    missing = len(set(keys)) - len(client.cache.get_many(sorted(set(keys))))
+    if missing:
+        raise ConfigError(f"{missing} of {len(set(keys))} calls of this table are not in the cache "
+                          f"{client.cache.path}: it is not the one `table calls` filled")

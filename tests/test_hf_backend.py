@@ -51,7 +51,15 @@ def test_choice_logliks_after_a_shared_prefix_equal_one_pair_at_a_time(gemma):
         assert got.logliks == pytest.approx(slow, abs=2e-3)
 
 
-def test_sampling_is_seeded_per_row_not_per_batch(gemma):
+@pytest.fixture(params=["row-seeded", "hashed"])
+def sampler(gemma, request):
+    """Each sampler at a temperature: row-seeded (a CPU's default) and hashed (a GPU's)."""
+    gemma.sampler = request.param
+    yield request.param
+    gemma.sampler = "auto"
+
+
+def test_sampling_is_seeded_per_row_not_per_batch(gemma, sampler):
     params = GenerationParams(max_new_tokens=12, temperature=0.25)
     prompts = ["[Question]: What is 3 + 4?\n[Explanation]:", "[English]: Good morning.\n[Chinese]:",
                "[Question]: Name a color.\n[Explanation]:"]
@@ -70,7 +78,7 @@ def test_greedy_stops_at_stop_string_and_counts_tokens(gemma):
 
 
 @pytest.mark.parametrize("temperature", [0.0, 0.25])
-def test_shared_prefix_outputs_equal_one_call_at_a_time(gemma, data_dir, temperature):
+def test_shared_prefix_outputs_equal_one_call_at_a_time(gemma, data_dir, temperature, sampler):
     from bench.tasks import make_task
 
     task = make_task("gsm8k")

@@ -31,3 +31,20 @@ def test_chrf_range():
     chrf = ChrF()
     assert chrf.sentence("你好世界", "你好世界") == pytest.approx(1.0)
     assert 0.0 <= chrf.sentence("你好", "再见世界") < 0.5
+
+
+def test_bertscore_scores_a_pair_once_and_remembers_the_same_value(bertscore):
+    from bench.metrics import BertScore, BertScoreConfig
+
+    fresh = BertScore(BertScoreConfig(model="local"))
+    cands, refs = ["the cat sat", "a dog ran", "the cat sat", ""], ["the cat sat down", "a dog", "the cat sat down", "x"]
+    first = fresh.f1(cands, refs, lang="en")
+    scorer = fresh.scorer("en")
+    asked = []
+    original = scorer.score
+    scorer.score = lambda c, r, **kw: (asked.append(list(c)), original(c, r, **kw))[1]
+    again = fresh.f1(["a dog ran", "the cat sat", "new words"], ["a dog", "the cat sat down", "a dog"], lang="en")
+    assert asked == [["new words"]]  # only the pair not seen before is scored
+    assert again[:2] == [first[1], first[0]] and first[0] == first[2]
+    alone = BertScore(BertScoreConfig(model="local")).f1(["new words"], ["a dog"], lang="en")
+    assert again[2] == pytest.approx(alone[0], abs=1e-6)

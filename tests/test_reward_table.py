@@ -243,3 +243,63 @@ def test_seed_level_verdicts_differ_equivalent_or_undecided_against_the_preset_m
                         "shifted": "differs, by less than the margin"}  # real, and smaller than what matters
     shifted = next(c for c in out["comparisons"] if c["method"] == "shifted")
     assert shifted["p_tost"] == 0.0 and shifted["mean_difference"] == pytest.approx(0.005)
+
+
+# ---- recording on another machine: plan here, calls there, build here from the cache they filled -------------------
+@pytest.fixture
+def gsm8k_setting(data_dir):
+    from bench.llm import GenerationParams
+
+    task = make_task("gsm8k").configure(reward="metric")  # no scorer model: the plumbing is under test
+    splits = task.load_splits(data_dir, n_test=3, n_val=4, pool_size=30, seed=0)
+    params = GenerationParams(max_new_tokens=16, temperature=0.25, seed=0)
+    return task, splits, params
+
+
+def test_a_plan_answered_elsewhere_builds_the_same_table_with_no_call_here(gsm8k_setting, encoder, tmp_path):
+    from bench.reward_table import answer_plan, read_plan, write_plan
+    from fakes import FakeBackend, varied
+
+    task, splits, params = gsm8k_setting
+    direct_backend = FakeBackend(varied, batch_size=64)
+    direct = build(task, splits, LLMClient(direct_backend, CallCache(tmp_path / "direct.sqlite"), params=params),
+                   encoder, None, n_arms=3, k=2, seed=0, samples=3, progress=False)
+    # all samples of an arm are one shared-prefix call
+    assert [rows for _, rows in direct_backend.prefix_calls] == [7 * 3] * 3
+
+    plan = write_plan(tmp_path / "plan.json", task, splits, LLMClient(FakeBackend(varied), None, params=params),
+                      encoder, llm="fake", n_arms=3, k=2, seed=0, samples=3)
+    assert plan["samples"] == 3 and len(plan["arms"]) == 3 and len(plan["items"]) == 7
+    remote = CallCache(tmp_path / "remote.sqlite")
+    recorded = answer_plan(read_plan(tmp_path / "plan.json"), LLMClient(FakeBackend(varied), remote, params=params),
+                           progress=False)
+    assert recorded["plan"] == plan["plan"] and recorded["device"] == "n/a"
+
+    silent = LLMClient(FakeBackend(varied, fail_after=0), remote, params=params)  # any call would raise
+    here = build(task, splits, silent, encoder, None, n_arms=3, k=2, seed=0, samples=3, progress=False,
+                 answers_from=recorded)
+    for what in ("rewards", "metric", "loglik", "arm_demo_ids", "item_ids"):
+        assert np.array_equal(getattr(here, what), getattr(direct, what)), what
+    assert here.rewards.shape == (3, 7, 3) and here.meta["answers_recorded"] == recorded
+    assert len(remote) == 3 * (7 * 3 + 7)  # per arm: each item's 3 samples, and its gold log-likelihood
+
+    # the guards: answers for other calls, a cache that lacks some, a plan for another model
+    with pytest.raises(ConfigError, match="recorded for plan"):
+        build(task, splits, silent, encoder, None, n_arms=3, k=2, seed=1, samples=3, progress=False,
+              answers_from=recorded)
+    remote._conn.execute("DELETE FROM calls WHERE key = (SELECT key FROM calls LIMIT 1)")
+    remote._conn.commit()
+    with pytest.raises(ConfigError, match=r"1 of \d+ calls of this table are not in the cache"):
+        build(task, splits, silent, encoder, None, n_arms=3, k=2, seed=0, samples=3, progress=False,
+              answers_from=recorded)
+    with pytest.raises(ConfigError, match="made for model fake-model"):
+        answer_plan(plan, LLMClient(FakeBackend(varied, model_id="other"), None, params=params), progress=False)
+
+
+def test_table_calls_errors_are_one_line_exit_2(tmp_path, capsys):
+    (tmp_path / "bad.json").write_text("{}")
+    assert main(["table", "calls", str(tmp_path / "bad.json"), "--cache", str(tmp_path / "c.sqlite")]) == 2
+    assert "not a plan of table calls" in capsys.readouterr().err
+    (tmp_path / "plan.json").write_text(json.dumps({"format": "icl-select-bench table calls v1"}))
+    assert main(["table", "calls", str(tmp_path / "plan.json")]) == 2
+    assert "needs --cache" in capsys.readouterr().err

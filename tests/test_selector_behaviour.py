@@ -315,3 +315,6 @@ def test_lucb_static_passes_its_settings_on_and_guards_its_edges(world, encoder,
                             "those") for w in one.fit_warnings)
     with pytest.raises(FitFailed, match="^lucb-static: no arm was pulled before the budget ended; raise --llm-budget$"):
         fit(budget=n_val - 1, max_pulls=16)
+    for arms, m in ((2, 1), (3, 2)):  # m is clamped below the number of arms: a top m needs an arm outside it
+        fit(n_arms=arms, m=10, max_pulls=8)
+        assert seen["m"] == m

