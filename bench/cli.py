@@ -631,6 +631,9 @@ def table_parser() -> argparse.ArgumentParser:
                         help="a selector parameter (repeatable)")
     replay.add_argument("--table-reward", choices=["rewards", "metric", "loglik"], default="rewards",
                         help="which recorded reward a pull returns")
+    replay.add_argument("--table-metric", default="metric",
+                        help="which recorded score a selection's test items get: the task's metric, or a secondary "
+                             "one the table holds (WMT19: chrf)")
     replay.add_argument("--llm-budget", type=_positive, default=None, help="calls a fit may ask for")
     replay.add_argument("--baseline", default=None, help="the method the others are compared with (default: the first)")
     replay.add_argument("--margin", type=float, default=0.02,
@@ -656,7 +659,7 @@ def cmd_table(argv: list[str]) -> int:
             raise ConfigError(f"--baseline {args.baseline} is not among --methods")
         replay.run(args.file, args.methods, params, list(range(args.seeds)), args.n_val or 10, args.table_reward,
                    args.llm_budget, args.baseline, args.margin, args.data_dir or default_data_dir(), args.out,
-                   progress=not args.no_progress)
+                   progress=not args.no_progress, metric_name=args.table_metric)
         return 0
     if args.action == "calls":
         return _table_calls(args)

@@ -114,9 +114,10 @@ class Replay:
         return {item_id: c for c, item_id in enumerate(self.table.item_ids.tolist())}
 
     @cached_property
-    def expected_metric(self) -> np.ndarray:
-        """[arms, items]: each arm's expected score on each item (the mean over the recorded samples)."""
-        return self.table.metric.mean(axis=2)
+    def expected_scores(self) -> dict[str, np.ndarray]:
+        """Per test metric (the task's, and each secondary one the table holds), [arms, items]: each arm's expected
+        score on each item (the mean over the recorded samples)."""
+        return {name: self.table.values(name).mean(axis=2) for name in ("metric", *self.table.extras)}
 
     def fit_and_score(self, name: str, params: dict, seed: int, n_val: int, reward: str, budget: int | None) -> dict:
         from methods.base import FitContext, create
@@ -133,7 +134,6 @@ class Replay:
         began = time.perf_counter()
         selector.fit(ctx)
         fit_seconds = time.perf_counter() - began
-        metric = self.expected_metric
         chosen = []
         for item in self.test:
             arm = arm_of.get(tuple(d.id for d in selector.select(item)))
@@ -143,14 +143,26 @@ class Replay:
         cols = [column_of[it.id] for it in self.test]
         truth = table.true_means(reward)  # exact: the whole validation pool, every sample
         arms_used = sorted(set(chosen))
-        return {"method": name, "seed": seed, "test_score": float(metric[chosen, cols].mean()),
+        scores = {what: float(values[chosen, cols].mean()) for what, values in self.expected_scores.items()}
+        return {"method": name, "seed": seed, "test_score": scores["metric"], "test_scores": scores,
                 "arms_chosen": arms_used if len(arms_used) <= 10 else len(arms_used), "calls": oracle.calls, "fit_seconds": round(fit_seconds, 2),
                 # the chosen arms' exact validation means against the best arm's (task level: one arm)
                 "true_value": float(np.mean(truth[chosen])), "regret": max(0.0, float(truth.max() - np.mean(truth[chosen]))),
                 "scale": selector.scale(), "warnings": list(getattr(selector, "warnings_", []))}
 
 
-def summarise(rows: list[dict], table: RewardTable, reward: str, baseline: str, margin: float) -> dict:
+def test_score(row: dict, metric: str) -> float:
+    """A replayed fit's test score on `metric` ("metric": the task's own)."""
+    if metric == "metric":
+        return row["test_score"]
+    if metric not in row.get("test_scores", {}):
+        raise ConfigError(f"a resumed row ({row['method']}, seed {row['seed']}) has no '{metric}' score: replay it "
+                          "into a new --out folder")
+    return row["test_scores"][metric]
+
+
+def summarise(rows: list[dict], table: RewardTable, reward: str, baseline: str, margin: float,
+              metric_name: str = "metric") -> dict:
     """Per method across seeds, and each method against the baseline: paired by seed."""
     from scipy import stats
     from statsmodels.stats.multitest import multipletests
@@ -159,7 +171,7 @@ def summarise(rows: list[dict], table: RewardTable, reward: str, baseline: str, 
     methods = list(dict.fromkeys(r["method"] for r in rows))
     by = {m: {r["seed"]: r for r in rows if r["method"] == m} for m in methods}
     test_cols = table.test
-    metric = table.metric.mean(axis=2)[:, test_cols].mean(axis=1)
+    metric = table.values(metric_name).mean(axis=2)[:, test_cols].mean(axis=1)
     truth = table.true_means(reward)
     # the arms' own test scores: what choosing well or badly can reach
     summary = {"reference": {"truth_best_arm": float(metric[int(np.argmax(truth))]), "mean_arm": float(metric.mean()),
@@ -167,7 +179,7 @@ def summarise(rows: list[dict], table: RewardTable, reward: str, baseline: str, 
                "methods": [], "comparisons": []}
     for m in methods:
         seeds = sorted(by[m])
-        score = np.array([by[m][s]["test_score"] for s in seeds])
+        score = np.array([test_score(by[m][s], metric_name) for s in seeds])
         half = stats.t.ppf(0.975, len(score) - 1) * score.std(ddof=1) / np.sqrt(len(score)) if len(score) > 1 else np.nan
         pulls = [by[m][s]["scale"].get("pulls", by[m][s]["scale"].get("subsets evaluated", np.nan)) for s in seeds]
         rounds = [by[m][s]["scale"].get("rounds", by[m][s]["scale"].get("iterations", np.nan)) for s in seeds]
@@ -183,10 +195,10 @@ def summarise(rows: list[dict], table: RewardTable, reward: str, baseline: str, 
     raw = []
     for m in others:
         seeds = sorted(set(by[m]) & set(by[baseline]))
-        diff = np.array([by[m][s]["test_score"] - by[baseline][s]["test_score"] for s in seeds])
+        diff = np.array([test_score(by[m][s], metric_name) - test_score(by[baseline][s], metric_name) for s in seeds])
         p = float(stats.wilcoxon(diff).pvalue) if len(diff) > 1 and np.any(diff != 0) else 1.0
-        a = np.array([by[m][s]["test_score"] for s in seeds])
-        b = np.array([by[baseline][s]["test_score"] for s in seeds])
+        a = np.array([test_score(by[m][s], metric_name) for s in seeds])
+        b = np.array([test_score(by[baseline][s], metric_name) for s in seeds])
         if len(seeds) > 1 and diff.std() > 0:
             tost = float(ttost_paired(a, b, -margin, margin)[0])
         else:  # no spread: the difference is known exactly
@@ -204,13 +216,13 @@ def summarise(rows: list[dict], table: RewardTable, reward: str, baseline: str, 
     return summary
 
 
-def render(summary: dict, meta: dict, n_val: int, reward: str) -> str:
+def render(summary: dict, meta: dict, n_val: int, reward: str, metric_name: str = "metric") -> str:
     from tabulate import tabulate
 
     ref = summary["reference"]
     lines = [f"RECORDED rewards replayed (no LLM call): task {meta['task']}, model {meta['model']}, {meta['n_arms']} "
              f"arms of k={meta['k']}, {n_val} validation items a pull (of {meta['n_validation']}), {meta['n_test']} "
-             f"test items; reward '{reward}'. Arms' test scores: mean {ref['mean_arm']:.3f}, best {ref['best_arm']:.3f} "
+             f"test items; reward '{reward}', test score '{metric_name if metric_name != 'metric' else meta.get('metric', 'metric')}'. Arms' test scores: mean {ref['mean_arm']:.3f}, best {ref['best_arm']:.3f} "
              f"(sd {ref['arms_sd']:.3f}); the arm best on the validation truth scores {ref['truth_best_arm']:.3f}.", ""]
     rows = [[m["method"], m["seeds"], f"{m['test_score']:.3f} [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]",
              f"{m['regret']:.3f}", f"{m['pulls']:.1f}", f"{m['rounds']:.1f}", f"{m['calls']:.0f}",
@@ -228,7 +240,7 @@ def render(summary: dict, meta: dict, n_val: int, reward: str) -> str:
 
 def run(path: Path, methods: list[str], params: dict, seeds: list[int], n_val: int, reward: str,
         budget: int | None, baseline: str | None, margin: float, data_dir: Path, out: Path | None,
-        progress: bool = True) -> dict:
+        progress: bool = True, metric_name: str = "metric") -> dict:
     from bench.encoder import Encoder
 
     from methods.base import create
@@ -241,6 +253,7 @@ def run(path: Path, methods: list[str], params: dict, seeds: list[int], n_val: i
     if margin <= 0:
         raise ConfigError(f"--margin must be > 0, got {margin}")
     replay = Replay.load(path, data_dir, Encoder())
+    replay.table.values(metric_name)  # a metric the table lacks fails before any fit
     if not 1 <= n_val <= len(replay.validation):
         raise ConfigError(f"--n-val must be 1..{len(replay.validation)} (the table's validation pool), got {n_val}")
     rows = []
@@ -261,10 +274,11 @@ def run(path: Path, methods: list[str], params: dict, seeds: list[int], n_val: i
     finally:
         bar.close()
     rows = [r for r in rows if r["method"] in methods and r["seed"] in seeds]
-    summary = summarise(rows, replay.table, reward, baseline or methods[0], margin)
-    result = {"table": str(path), "meta": replay.table.meta, "n_val": n_val, "reward": reward, "seeds": seeds,
+    summary = summarise(rows, replay.table, reward, baseline or methods[0], margin, metric_name)
+    result = {"table": str(path), "meta": replay.table.meta, "n_val": n_val, "reward": reward,
+              "test_metric": metric_name, "seeds": seeds,
               "recorded": True, "simulated": False, **summary}
-    text = render(summary, replay.table.meta, n_val, reward)
+    text = render(summary, replay.table.meta, n_val, reward, metric_name)
     if out is not None:
         (out / "summary.json").write_text(json.dumps(result, indent=1))
         (out / "summary.md").write_text(text + "\n")

@@ -12,6 +12,7 @@ repeating a call), one bar with an ETA. Per (arm, item) it stores:
 - `metric` [arms, items, samples]: the task's metric of the same answers (exact match, accuracy, BERTScore);
 - `loglik` [arms, items]: exp of the gold output's mean per-token log-probability after the prompt (the geometric
   mean probability of its tokens, in (0, 1]): a reward with signal where exact match is 0;
+- `extra_<name>` [arms, items, samples]: the task's secondary metrics of the same answers (WMT19: `extra_chrf`);
 - `item_ids`, `split` ("validation" / "test") [items]; `arm_demo_ids` [arms, k];
 - `meta`: a JSON string (task, answering settings, model id, decoding, the prompt template's hash, k, seed,
   samples, the code version, when and how long it took to build).
@@ -22,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -46,6 +47,16 @@ class RewardTable:
     split: np.ndarray  # [items] "validation" | "test"
     arm_demo_ids: np.ndarray  # [arms, k] str
     meta: dict
+    extras: dict = field(default_factory=dict)  # name -> [arms, items, samples]: the task's secondary metrics (chrF)
+
+    def values(self, what: str) -> np.ndarray:
+        """rewards, metric, loglik or a secondary metric by name."""
+        if what in ("rewards", "metric", "loglik"):
+            return getattr(self, what)
+        if what not in self.extras:
+            known = ", ".join(["rewards", "metric", "loglik", *self.extras])
+            raise ConfigError(f"the table holds no '{what}' (it holds {known})")
+        return self.extras[what]
 
     @property
     def validation(self) -> np.ndarray:
@@ -58,7 +69,7 @@ class RewardTable:
     def true_means(self, what: str = "rewards", split: str = "validation") -> np.ndarray:
         """Each arm's exact mean over the split's items (and samples): the truth a replay is judged by."""
         cols = self.validation if split == "validation" else self.test
-        values = getattr(self, what)
+        values = self.values(what)
         return values[:, cols].reshape(len(values), -1).mean(axis=1)
 
     def summary(self) -> str:
@@ -67,7 +78,7 @@ class RewardTable:
         lines = [f"reward table: task {m['task']}, model {m['model']}, {len(self.rewards)} arms of k={m['k']}, "
                  f"{len(self.validation)} validation + {len(self.test)} test items, {self.rewards.shape[2]} sample(s); "
                  f"built {m['built_at']} in {m['build_seconds']:.0f} s"]
-        for what in ("rewards", "metric", "loglik"):
+        for what in ("rewards", "metric", "loglik", *self.extras):
             means = self.true_means(what)
             top = np.sort(means)[::-1]
             lines.append(f"  {what:>8}: arm means {means.min():.3f}-{means.max():.3f} (sd {means.std(ddof=1):.3f}); "
@@ -80,7 +91,8 @@ class RewardTable:
         np.savez_compressed(path, rewards=self.rewards.astype(np.float32), metric=self.metric.astype(np.float32),
                             loglik=self.loglik.astype(np.float32), item_ids=self.item_ids.astype(str),
                             split=self.split.astype(str), arm_demo_ids=self.arm_demo_ids.astype(str),
-                            meta=np.array(json.dumps({"format": FORMAT, **self.meta}, sort_keys=True)))
+                            meta=np.array(json.dumps({"format": FORMAT, **self.meta}, sort_keys=True)),
+                            **{f"extra_{name}": v.astype(np.float32) for name, v in self.extras.items()})
 
     @classmethod
     def load(cls, path: Path) -> "RewardTable":
@@ -92,8 +104,9 @@ class RewardTable:
                 meta = json.loads(str(data["meta"]))
                 if meta.get("format") != FORMAT:
                     raise DataError(f"{path}: not a reward table ({meta.get('format')!r})")
+                extras = {key[len("extra_"):]: data[key] for key in data.files if key.startswith("extra_")}
                 return cls(data["rewards"], data["metric"], data["loglik"], data["item_ids"], data["split"],
-                           data["arm_demo_ids"], meta)
+                           data["arm_demo_ids"], meta, extras)
         except (OSError, ValueError, KeyError) as exc:
             raise DataError(f"{path}: not a readable reward table ({exc})") from None
 
@@ -178,11 +191,14 @@ def build(task, splits, client: LLMClient, encoder, bertscore, *, n_arms: int, k
     n = len(items)
     rewards, metric = np.zeros((len(arm_demos), n, samples)), np.zeros((len(arm_demos), n, samples))
     loglik = np.zeros((len(arm_demos), n))
+    extras: dict[str, np.ndarray] = {}
     params = client.params_for(task)
     began = time.perf_counter()
     for a, (got, arm_loglik) in enumerate(record(client, task, arm_demos, items, samples, progress=progress)):
         rewards[a] = reward_of(task, got, list(items) * samples, bertscore).reshape(samples, n).T
         metric[a] = np.reshape(got.scores, (samples, n)).T
+        for name, values in got.extras.items():
+            extras.setdefault(name, np.zeros((len(arm_demos), n, samples)))[a] = np.reshape(values, (samples, n)).T
         loglik[a] = arm_loglik
     seconds = time.perf_counter() - began
     LOG.info("reward table %s: %d arms x %d items x %d samples in %.0f s", task.name, len(arm_demos), n, samples,
@@ -190,6 +206,7 @@ def build(task, splits, client: LLMClient, encoder, bertscore, *, n_arms: int, k
     from bench.provenance import environment
 
     meta = {"task": task.name, "answering": task.settings(), "model": client.backend.model_id,
+            "metric": task.metric_name, "extras": sorted(extras),
             "decoding": {"temperature": params.temperature, "max_new_tokens": params.max_new_tokens,
                          "stop": list(params.stop)},
             "template_hash": template_hash(task), "k": k, "n_arms": len(arm_demos), "seed": seed, "samples": samples,
@@ -201,7 +218,7 @@ def build(task, splits, client: LLMClient, encoder, bertscore, *, n_arms: int, k
     return RewardTable(rewards, metric, loglik, np.array([it.id for it in items]),
                        np.array([it.split or ("validation" if i < len(splits.validation) else "test")
                                  for i, it in enumerate(items)]),
-                       np.array([[d.id for d in demos] for demos in arm_demos]), meta)
+                       np.array([[d.id for d in demos] for demos in arm_demos]), meta, extras)
 
 
 # ---- recording on another machine: a plan of the calls, answered there into a cache, built from it here ----------

@@ -303,3 +303,27 @@ def test_table_calls_errors_are_one_line_exit_2(tmp_path, capsys):
     (tmp_path / "plan.json").write_text(json.dumps({"format": "icl-select-bench table calls v1"}))
     assert main(["table", "calls", str(tmp_path / "plan.json")]) == 2
     assert "needs --cache" in capsys.readouterr().err
+
+
+def test_a_secondary_metric_is_saved_and_scores_the_replay_when_asked(table, tmp_path, data_dir, capsys):
+    """A table keeps the task's secondary metrics (WMT19's chrF); `--table-metric` scores selections with one."""
+    from dataclasses import replace
+
+    t, _ = table
+    flipped = replace(t, extras={"chrf": 1.0 - t.metric})  # a planted secondary metric: the reverse of the metric
+    flipped.save(tmp_path / "t.npz")
+    back = RewardTable.load(tmp_path / "t.npz")
+    assert list(back.extras) == ["chrf"] and np.allclose(back.extras["chrf"], 1.0 - t.metric)
+    argv = ["table", "replay", str(tmp_path / "t.npz"), "--methods", "case-static", "--seeds", "2", "--n-val", "6",
+            "--data-dir", str(data_dir), "--no-progress", "--out", str(tmp_path / "r"), "--table-metric", "chrf"]
+    argv += [arg for key, value in SMALL.items() for arg in ("--param", f"case-static.{key}={value}")]
+    assert main(argv) == 0
+    assert "test score 'chrf'" in capsys.readouterr().out
+    rows = [json.loads(line) for line in (tmp_path / "r" / "rows.jsonl").read_text().splitlines()]
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    for row in rows:
+        assert row["test_scores"]["chrf"] == pytest.approx(1.0 - row["test_score"])
+    assert summary["methods"][0]["test_score"] == pytest.approx(np.mean([1.0 - r["test_score"] for r in rows]))
+    assert main(argv[:-2] + ["--table-metric", "bleu"]) == 2
+    err = capsys.readouterr().err
+    assert "the table holds no 'bleu' (it holds rewards, metric, loglik, chrf)" in err and len(err.strip().splitlines()) == 1

@@ -43,7 +43,7 @@ class RowSeededGumbel:
         return scores / self.temperature + noise
 
 
-HASH_TOP = 64  # candidates per row of the GPU sampler: at T <= 1 the rest hold a negligible share of the mass
+HASH_TOP = 64  # candidates per row of the GPU sampler: at T = 0.25 a token p times as likely as the top weighs p^4
 
 
 def _mix64(x):
@@ -61,7 +61,8 @@ class HashedGumbel:
     RowSeededGumbel draws a vocabulary of noise per row from a CPU generator, one row at a time: on a GPU batch
     of hundreds of rows that costs more than the model. Here the noise of (row seed, step, token id) is a
     counter-based hash, computed for the batch at once, and only each row's HASH_TOP most likely tokens take
-    part (Gumbel-max over them: an exact draw from softmax(logits / T) restricted to those tokens). Still
+    part (Gumbel-max over them: an exact draw from softmax(logits / T) restricted to those tokens; at the paper's
+    T = 0.25 the tail's tempered weight is the fourth power of its probability ratio, at T = 1 it is not small). Still
     independent of batch composition and order, as RowSeededGumbel; but its draws are not RowSeededGumbel's,
     so a cache records which sampler answered (bench/reward_table.py writes it into a table's meta).
     """
