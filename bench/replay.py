@@ -280,8 +280,9 @@ def run(path: Path, methods: list[str], params: dict, seeds: list[int], n_val: i
               "recorded": True, "simulated": False, **summary}
     text = render(summary, replay.table.meta, n_val, reward, metric_name)
     if out is not None:
-        (out / "summary.json").write_text(json.dumps(result, indent=1))
-        (out / "summary.md").write_text(text + "\n")
+        suffix = "" if metric_name == "metric" else f"-{metric_name}"  # the same fits, scored another way
+        (out / f"summary{suffix}.json").write_text(json.dumps(result, indent=1))
+        (out / f"summary{suffix}.md").write_text(text + "\n")
     LOG.info("replayed %d fits from %s", len(todo), path)
     print(text)
     return result

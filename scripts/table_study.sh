@@ -20,5 +20,13 @@ timed "replay ($RUNS seeds)" "$PY" -m bench table replay "$TABLE" --seeds "$RUNS
   --param "dearicl-static:paper.epochs_per_round=1" --param "dearicl-static:paper.lr=0.0001" \
   --param "dearicl-static:paper.hidden=[256,256,128,64]" --margin 0.02 --no-progress \
   --out "$OUT/replay"
+# a table with secondary metrics (WMT19's chrF): the same fits scored with each, beside summary.md
+for extra in $("$PY" -c "from bench.reward_table import RewardTable; print(' '.join(RewardTable.load('$TABLE').extras))"); do
+  "$PY" -m bench table replay "$TABLE" --seeds "$RUNS" --n-val 10 --llm-budget 3000 \
+    --methods case-static,dearicl-static:paper,dearicl-static,lucb-static,dearicl-pac-static,dearicl-dynamic,dearicl-random \
+    --param "dearicl-static:paper.epochs_per_round=1" --param "dearicl-static:paper.lr=0.0001" \
+    --param "dearicl-static:paper.hidden=[256,256,128,64]" --margin 0.02 --no-progress --table-metric "$extra" \
+    --out "$OUT/replay" > /dev/null
+done
 timed "knob sweep ($RUNS runs a setting)" "$PY" "$ROOT/scripts/knob_sweep.py" "$TABLE" --runs "$RUNS" --n-val 10 \
   --out "$OUT/sweep"

@@ -320,7 +320,7 @@ def test_a_secondary_metric_is_saved_and_scores_the_replay_when_asked(table, tmp
     assert main(argv) == 0
     assert "test score 'chrf'" in capsys.readouterr().out
     rows = [json.loads(line) for line in (tmp_path / "r" / "rows.jsonl").read_text().splitlines()]
-    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "r" / "summary-chrf.json").read_text())
     for row in rows:
         assert row["test_scores"]["chrf"] == pytest.approx(1.0 - row["test_score"])
     assert summary["methods"][0]["test_score"] == pytest.approx(np.mean([1.0 - r["test_score"] for r in rows]))
