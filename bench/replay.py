@@ -141,14 +141,36 @@ class Replay:
                 raise ConfigError(f"{name} chose demonstrations outside the table's arms for {item.id}")
             chosen.append(arm)
         cols = [column_of[it.id] for it in self.test]
-        truth = table.true_means(reward)  # exact: the whole validation pool, every sample
-        arms_used = sorted(set(chosen))
+        arms_used = sorted(set(chosen))  # truth: exact, the whole validation pool, every sample
         scores = {what: float(values[chosen, cols].mean()) for what, values in self.expected_scores.items()}
+        agreement = surrogate_agreement(selector, arm_of, truth := table.true_means(reward))
         return {"method": name, "seed": seed, "test_score": scores["metric"], "test_scores": scores,
                 "arms_chosen": arms_used if len(arms_used) <= 10 else len(arms_used), "calls": oracle.calls, "fit_seconds": round(fit_seconds, 2),
                 # the chosen arms' exact validation means against the best arm's (task level: one arm)
                 "true_value": float(np.mean(truth[chosen])), "regret": max(0.0, float(truth.max() - np.mean(truth[chosen]))),
-                "scale": selector.scale(), "warnings": list(getattr(selector, "warnings_", []))}
+                "scale": selector.scale(), "warnings": list(getattr(selector, "warnings_", [])), **agreement}
+
+
+def surrogate_agreement(selector, arm_of: dict[tuple, int], truth: np.ndarray) -> dict:
+    """How well a fitted surrogate ranks the arms, against the table's exact truth: Spearman's correlation of its
+    estimated means with the arms' true validation means, over the arms it never pulled (held out) and over all.
+    Empty for a selector without a surrogate of arm means (lucb-static, explora)."""
+    from scipy.stats import spearmanr
+
+    surrogate, result = getattr(selector, "surrogate_", None), getattr(selector, "result_", None)
+    if surrogate is None or not hasattr(surrogate, "means") or result is None:
+        return {}
+    n = len(arm_of)
+    index = np.array([arm_of[tuple(d.id for d in selector.demos_of(a))] for a in range(n)])  # fit's arm -> table's
+    estimates = np.asarray(surrogate.means(np.arange(n)))
+    held_out = np.array([a not in result.pulled for a in range(n)])
+    def rho(a, b):  # None where either side is constant (an untrained network's flat estimates)
+        return float(spearmanr(a, b).statistic) if np.ptp(a) > 0 and np.ptp(b) > 0 else None
+
+    out = {"rank_corr_all": rho(estimates, truth[index])}
+    if held_out.sum() > 2:
+        out["rank_corr_held_out"] = rho(estimates[held_out], truth[index][held_out])
+    return out
 
 
 def test_score(row: dict, metric: str) -> float:
@@ -159,6 +181,11 @@ def test_score(row: dict, metric: str) -> float:
         raise ConfigError(f"a resumed row ({row['method']}, seed {row['seed']}) has no '{metric}' score: replay it "
                           "into a new --out folder")
     return row["test_scores"][metric]
+
+
+def _mean_of(rows: dict, seeds: list[int], key: str) -> float | None:
+    values = [rows[s][key] for s in seeds if rows[s].get(key) is not None and np.isfinite(rows[s][key])]
+    return float(np.mean(values)) if values else None
 
 
 def summarise(rows: list[dict], table: RewardTable, reward: str, baseline: str, margin: float,
@@ -190,7 +217,9 @@ def summarise(rows: list[dict], table: RewardTable, reward: str, baseline: str, 
             "calls": float(np.mean([by[m][s]["calls"] for s in seeds])),
             "pulls": float(np.nanmean(pulls)), "rounds": float(np.nanmean(rounds)),
             "regret": float(np.mean([by[m][s]["regret"] for s in seeds])),
-            "fit_seconds": float(np.mean([by[m][s]["fit_seconds"] for s in seeds]))})
+            "fit_seconds": float(np.mean([by[m][s]["fit_seconds"] for s in seeds])),
+            # the surrogate's ranking of the arms it never pulled, against the exact truth (None: no surrogate)
+            "rank_corr_held_out": _mean_of(by[m], seeds, "rank_corr_held_out")})
     others = [m for m in methods if m != baseline]
     raw = []
     for m in others:
@@ -226,9 +255,11 @@ def render(summary: dict, meta: dict, n_val: int, reward: str, metric_name: str 
              f"(sd {ref['arms_sd']:.3f}); the arm best on the validation truth scores {ref['truth_best_arm']:.3f}.", ""]
     rows = [[m["method"], m["seeds"], f"{m['test_score']:.3f} [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]",
              f"{m['regret']:.3f}", f"{m['pulls']:.1f}", f"{m['rounds']:.1f}", f"{m['calls']:.0f}",
-             f"{m['fit_seconds']:.1f}"] for m in summary["methods"]]
+             f"{m['fit_seconds']:.1f}",
+             "" if m.get("rank_corr_held_out") is None else f"{m['rank_corr_held_out']:+.2f}"] for m in summary["methods"]]
     lines.append(tabulate(rows, ["method", "seeds", "test score [95% CI]", "regret (truth)", "pulls", "rounds",
-                                 "calls", "fit s"], tablefmt="github", disable_numparse=True))
+                                 "calls", "fit s", "surrogate's rank corr. (held-out arms)"], tablefmt="github",
+                          disable_numparse=True))
     if summary["comparisons"]:
         rows = [[c["method"], c["baseline"], f"{c['mean_difference']:+.4f}", f"{c['p_wilcoxon']:.3g}",
                  f"{c['p_holm']:.3g}", f"±{c['margin']:g}", f"{c['p_tost']:.3g}", c["verdict"]]

@@ -17,6 +17,11 @@ repeating a call), one bar with an ETA. Per (arm, item) it stores:
 - `meta`: a JSON string (task, answering settings, model id, decoding, the prompt template's hash, k, seed,
   samples, the code version, when and how long it took to build).
 The file is NumPy's compressed `.npz` (no pickles: `np.load(F, allow_pickle=False)` reads it).
+
+Recording on another machine (a GPU box with neither the data nor the encoder): `build --plan P.json` writes the
+arms' demonstrations and the items whole, `bench table calls P.json --cache C` makes every call there, and
+`build --cache C --answers-from C.recorded.json` builds the table here from that cache, after checking the plan's
+id and that every call is in it (`meta.answers_recorded` says what answered: device, versions, sampler).
 """
 from __future__ import annotations
 

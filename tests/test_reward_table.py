@@ -134,6 +134,7 @@ def test_the_harness_selectors_replay_from_a_table_with_zero_llm_calls(table, tm
     truth = t.true_means()
     for row in rows:
         assert 0 < row["calls"] and row["scale"]  # it pulled, and says at what size
+        assert ("rank_corr_all" in row) == row["method"].startswith("dearicl")  # a surrogate of arm means
         if row["method"] != "dearicl-dynamic":  # a task-level choice: its score is that arm's test mean in the table
             (arm,) = row["arms_chosen"]
             assert row["test_score"] == pytest.approx(metric[arm, t.test].mean())
@@ -327,3 +328,28 @@ def test_a_secondary_metric_is_saved_and_scores_the_replay_when_asked(table, tmp
     assert main(argv[:-2] + ["--table-metric", "bleu"]) == 2
     err = capsys.readouterr().err
     assert "the table holds no 'bleu' (it holds rewards, metric, loglik, chrf)" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_surrogates_ranking_of_the_arms_it_never_pulled_is_scored_against_the_truth():
+    """Spearman's correlation of a fitted surrogate's arm means with the table's truth, over the held-out arms."""
+    from types import SimpleNamespace
+
+    from bench.items import Item
+    from bench.replay import surrogate_agreement
+
+    truth = np.array([0.1, 0.5, 0.3, 0.9, 0.7, 0.2])
+    arm_of = {(f"d{a}",): a for a in range(6)}
+
+    def fitted(estimates, pulled):
+        return SimpleNamespace(surrogate_=SimpleNamespace(means=lambda arms: np.asarray(estimates)[arms]),
+                               result_=SimpleNamespace(pulled=dict.fromkeys(pulled, 1)),
+                               demos_of=lambda a: [Item(f"d{a}", "q", "a")])
+
+    right = surrogate_agreement(fitted(truth * 2, [3, 4]), arm_of, truth)
+    assert right == {"rank_corr_all": pytest.approx(1.0), "rank_corr_held_out": pytest.approx(1.0)}
+    # right on the pulled arms only, reversed on the rest: the held-out number shows it
+    estimates = -truth.copy()
+    estimates[[3, 4]] = [5.0, 4.0]
+    mixed = surrogate_agreement(fitted(estimates, [3, 4]), arm_of, truth)
+    assert mixed["rank_corr_held_out"] == pytest.approx(-1.0) and mixed["rank_corr_all"] > -1.0
+    assert surrogate_agreement(SimpleNamespace(), arm_of, truth) == {}  # no surrogate: nothing to say
