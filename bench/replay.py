@@ -163,7 +163,8 @@ def surrogate_agreement(selector, arm_of: dict[tuple, int], truth: np.ndarray) -
     n = len(arm_of)
     index = np.array([arm_of[tuple(d.id for d in selector.demos_of(a))] for a in range(n)])  # fit's arm -> table's
     estimates = np.asarray(surrogate.means(np.arange(n)))
-    held_out = np.array([a not in result.pulled for a in range(n)])
+    pulled = getattr(result, "pulled", None) or set(result.seen)  # a PAC run's `seen` is the arms it pulled
+    held_out = np.array([a not in pulled for a in range(n)])
     def rho(a, b):  # None where either side is constant (an untrained network's flat estimates)
         return float(spearmanr(a, b).statistic) if np.ptp(a) > 0 and np.ptp(b) > 0 else None
 

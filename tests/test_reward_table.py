@@ -353,3 +353,6 @@ def test_a_surrogates_ranking_of_the_arms_it_never_pulled_is_scored_against_the_
     mixed = surrogate_agreement(fitted(estimates, [3, 4]), arm_of, truth)
     assert mixed["rank_corr_held_out"] == pytest.approx(-1.0) and mixed["rank_corr_all"] > -1.0
     assert surrogate_agreement(SimpleNamespace(), arm_of, truth) == {}  # no surrogate: nothing to say
+    pac = fitted(estimates, [])
+    pac.result_ = SimpleNamespace(seen=[3, 4])  # a PAC run lists the arms it pulled as `seen`
+    assert surrogate_agreement(pac, arm_of, truth) == mixed
