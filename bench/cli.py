@@ -623,6 +623,8 @@ def table_parser() -> argparse.ArgumentParser:
     remote.add_argument("--prefix-batch", type=_positive, default=None,
                         help="calls: rows decoded together after a shared prefix (GPU: hundreds)")
     remote.add_argument("--kv-cache-gib", type=float, default=None, help="calls: memory cap of those rows' caches")
+    remote.add_argument("--no-check", action="store_true",
+                        help="calls: skip the check of the batched paths against one call at a time on the first arm")
     replay = p.add_argument_group("replay (bench/replay.py)")
     replay.add_argument("--methods", type=_csv, default=["case-static", "dearicl-static"],
                         help="selectors that choose among the arms (bandit, LTR, explora)")
@@ -725,7 +727,7 @@ def _table_calls(args) -> int:
             setattr(backend, name, value)
     params = GenerationParams(**{**plan["params"], "stop": tuple(plan["params"]["stop"])})
     client = LLMClient(backend, CallCache(args.cache), CallLog(None), params, "auto")
-    recorded = answer_plan(plan, client, progress=not args.no_progress)
+    recorded = answer_plan(plan, client, progress=not args.no_progress, check=not args.no_check)
     out = args.recorded or args.cache.with_suffix(".recorded.json")
     out.write_text(json.dumps(recorded, indent=1) + "\n")
     print(f"answered plan {plan['plan']} in {recorded['seconds']:.0f} s into {args.cache}; wrote {out}")

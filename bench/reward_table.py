@@ -268,8 +268,9 @@ def _item(row: dict) -> Item:
     return Item(**{**row, "options": tuple(row.get("options", ()))})
 
 
-def answer_plan(plan: dict, client: LLMClient, *, progress: bool = True) -> dict:
-    """Make every call of a plan through `client` (its cache keeps them); what ran, for the table's meta."""
+def answer_plan(plan: dict, client: LLMClient, *, progress: bool = True, check: bool = True) -> dict:
+    """Make every call of a plan through `client` (its cache keeps them); what ran, for the table's meta. First,
+    unless `check` is off, the batched paths are checked against one call at a time (check_batching)."""
     import platform
 
     from bench.tasks import make_task
@@ -281,6 +282,7 @@ def answer_plan(plan: dict, client: LLMClient, *, progress: bool = True) -> dict
     items = [_item(it) for it in plan["items"]]
     if plan_id(task, arm_demos, items, plan["samples"], plan["model"], client.params) != plan["plan"]:
         raise ConfigError("the plan's calls do not match its id (task, items, arms or decoding changed)")
+    checked = check_batching(client, task, arm_demos[0], items) if check else None
     began = time.perf_counter()
     for _ in record(client, task, arm_demos, items, plan["samples"], score=False, progress=progress):
         pass
@@ -295,9 +297,55 @@ def answer_plan(plan: dict, client: LLMClient, *, progress: bool = True) -> dict
 
         recorded.update(gpu=torch.cuda.get_device_name(device), torch=torch.__version__,
                         transformers=transformers.__version__)
+    if checked is not None:
+        recorded["batching_check"] = checked
     if hasattr(backend, "sampler_class") and not client.params.greedy and task.scoring != "rank":
         recorded["sampler"] = backend.sampler_class().__name__
     return recorded
+
+
+def check_batching(client: LLMClient, task, demos, items, *, tolerance: float = 1e-3, new_tokens: int = 16) -> dict:
+    """The backend's batched shared-prefix paths, run on a whole arm as the recording runs them, against one call
+    at a time on one item of each suffix length (in tokens): log-likelihoods within `tolerance`, greedy outputs
+    equal. Why: SST-2's table answered on an H200 had every row of one suffix length wrong in the batched path
+    (7 of 250 items in each of 95 arms) while the CPU gave the right numbers; nothing noticed until the answers
+    were compared. A disagreement is an LLMError before any call is recorded."""
+    from bench.llm.base import Backend, GenerationParams
+
+    backend = client.backend
+    golds = [[task.reward_reference(it)] for it in items]
+    prefix, suffixes, choices, _ = client.classify_keys(task, demos, items,
+                                                        words=None if task.scoring == "rank" else golds)
+    tokenizer = getattr(backend, "tokenizer", None)
+    length = (lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])) if tokenizer else len
+    first_of_length = {}
+    for i, suffix in enumerate(suffixes):
+        first_of_length.setdefault(length(suffix), i)
+    probe = sorted(first_of_length.values())
+    batched = backend.choice_logliks(prefix, suffixes, choices)
+    worst, wrong = 0.0, []
+    for i in probe:
+        alone = Backend.choice_logliks(backend, prefix, [suffixes[i]], [choices[i]])[0]
+        gap = max(abs(a - b) for a, b in zip(batched[i].logliks, alone.logliks))
+        worst = max(worst, gap)
+        if gap > tolerance:
+            wrong.append(i)
+    out = {"items": len(probe), "suffix_lengths": len(first_of_length), "max_loglik_gap": worst}
+    if task.scoring != "rank":
+        greedy = GenerationParams(max_new_tokens=new_tokens, temperature=0.0, stop=tuple(task.stop))
+        prefix_g, suffixes_g, _ = client.evaluate_keys(task, demos, items, greedy, [0] * len(items))
+        together = backend.generate_with_prefix(prefix_g, suffixes_g, greedy, [0] * len(items))
+        differ = [i for i in probe if Backend.generate_with_prefix(backend, prefix_g, [suffixes_g[i]], greedy, [0])[0].text
+                  != together[i].text]
+        wrong = sorted(set(wrong) | set(differ))
+        out["greedy_outputs_differ"] = len(differ)
+    if wrong:
+        from bench.errors import LLMError
+
+        raise LLMError(f"the backend's batched path disagrees with one call at a time on {len(wrong)} of {len(probe)} "
+                       f"probed items (items {wrong[:8]}; largest log-likelihood gap {worst:.3g}): its answers would "
+                       "be wrong, so nothing is recorded (--no-check skips this check)")
+    return out
 
 
 def check_recorded(client: LLMClient, task, arm_demos, items, samples: int, recorded: dict) -> None:

@@ -356,3 +356,43 @@ def test_a_surrogates_ranking_of_the_arms_it_never_pulled_is_scored_against_the_
     pac = fitted(estimates, [])
     pac.result_ = SimpleNamespace(seen=[3, 4])  # a PAC run lists the arms it pulled as `seen`
     assert surrogate_agreement(pac, arm_of, truth) == mixed
+
+
+def test_a_batched_path_that_disagrees_with_one_call_at_a_time_stops_the_recording(gsm8k_setting, encoder, tmp_path):
+    """`table calls` first runs the first arm through the batched paths and compares one item of each suffix length
+    with one call at a time: a backend wrong on one length (as the H200 was for SST-2) records nothing."""
+    from bench.errors import LLMError
+    from bench.llm.base import RawChoices
+    from bench.reward_table import answer_plan, write_plan
+    from fakes import FakeBackend, varied
+
+    task, splits, params = gsm8k_setting
+    plan = write_plan(tmp_path / "plan.json", task, splits, LLMClient(FakeBackend(varied), None, params=params),
+                      encoder, llm="fake", n_arms=3, k=2, seed=0, samples=3)
+
+    class WrongOnOneLength(FakeBackend):
+        def choice_logliks(self, prefix, suffixes, choices):
+            out = super().choice_logliks(prefix, suffixes, choices)
+            longest = max(len(s) for s in suffixes)
+            return [RawChoices([v - 5.0 for v in r.logliks], r.prompt_tokens, r.prefilled_tokens)
+                    if len(s) == longest and len(suffixes) > 1 else r for s, r in zip(suffixes, out)]
+
+    class WrongGreedy(FakeBackend):
+        def generate_with_prefix(self, prefix, suffixes, params, seeds):
+            out = super().generate_with_prefix(prefix, suffixes, params, seeds)
+            if len(suffixes) > 1:
+                out[-1].text += " drift"
+            return out
+
+    for bad in (WrongOnOneLength(varied), WrongGreedy(varied)):
+        cache = CallCache(tmp_path / f"{type(bad).__name__}.sqlite")
+        with pytest.raises(LLMError, match="batched path disagrees with one call at a time on 1 of"):
+            answer_plan(plan, LLMClient(bad, cache, params=params), progress=False)
+        assert len(cache) == 0  # nothing recorded
+    good = answer_plan(plan, LLMClient(FakeBackend(varied), CallCache(tmp_path / "ok.sqlite"), params=params),
+                       progress=False)
+    check = good["batching_check"]
+    assert check["items"] == check["suffix_lengths"] >= 2 and check["max_loglik_gap"] == 0.0
+    assert check["greedy_outputs_differ"] == 0
+    assert "batching_check" not in answer_plan(plan, LLMClient(FakeBackend(varied), None, params=params),
+                                               progress=False, check=False)
