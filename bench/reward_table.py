@@ -359,11 +359,12 @@ def check_recorded(client: LLMClient, task, arm_demos, items, samples: int, reco
                           "(arms, items, model or decoding differ)")
     params = client.params_for(task)
     indices = [s for s in range(samples) for _ in items]
+    golds = [task.reward_reference(it) for it in items]
+    gold_calls = task.scoring != "rank" or not all(g in task.choice_words() for g in golds)  # as gold_loglik asks
     keys = []
     for demos in arm_demos:
         keys += answer_keys(client, task, demos, list(items) * samples, params, indices)
-        golds = [task.reward_reference(it) for it in items]
-        if task.scoring != "rank" or not all(g in task.choice_words() for g in golds):
+        if gold_calls:
             keys += client.classify_keys(task, demos, items, words=[[g] for g in golds])[3]
     missing = len(set(keys)) - len(client.cache.get_many(sorted(set(keys))))
     if missing:

@@ -16,18 +16,15 @@ STEPS="${STEPS:-cores replay sweep}"  # a subset reruns parts, e.g. STEPS="repla
 [[ " $STEPS " == *" cores "* ]] && timed "rq1 cores ($RUNS runs)" "$PY" -m bench simulate --env "table:$TABLE" \
   --methods case,dearicl,dearicl-paper-schedule,dearicl-random,lucb,dearicl-pac --runs "$RUNS" --n-val 10 \
   --budget 300 --no-progress --out "$OUT/rq1-cores.json" > "$OUT/rq1-cores.txt"
-[[ " $STEPS " == *" replay "* ]] && timed "replay ($RUNS seeds)" "$PY" -m bench table replay "$TABLE" --seeds "$RUNS" --n-val 10 --llm-budget 3000 \
-  --methods case-static,dearicl-static:paper,dearicl-static,lucb-static,dearicl-pac-static,dearicl-dynamic,dearicl-random \
-  --param "dearicl-static:paper.epochs_per_round=1" --param "dearicl-static:paper.lr=0.0001" \
-  --param "dearicl-static:paper.hidden=[256,256,128,64]" --margin 0.02 --no-progress \
-  --out "$OUT/replay"
+# the harness's selectors, paper and harness schedules of DEARICL side by side; resumable through OUT/replay
+REPLAY=(-m bench table replay "$TABLE" --seeds "$RUNS" --n-val 10 --llm-budget 3000
+  --methods case-static,dearicl-static:paper,dearicl-static,lucb-static,dearicl-pac-static,dearicl-dynamic,dearicl-random
+  --param "dearicl-static:paper.epochs_per_round=1" --param "dearicl-static:paper.lr=0.0001"
+  --param "dearicl-static:paper.hidden=[256,256,128,64]" --margin 0.02 --no-progress --out "$OUT/replay")
+[[ " $STEPS " == *" replay "* ]] && timed "replay ($RUNS seeds)" "$PY" "${REPLAY[@]}"
 # a table with secondary metrics (WMT19's chrF): the same fits scored with each, beside summary.md
 [[ " $STEPS " == *" replay "* ]] && for extra in $("$PY" -c "from bench.reward_table import RewardTable; print(' '.join(RewardTable.load('$TABLE').extras))"); do
-  "$PY" -m bench table replay "$TABLE" --seeds "$RUNS" --n-val 10 --llm-budget 3000 \
-    --methods case-static,dearicl-static:paper,dearicl-static,lucb-static,dearicl-pac-static,dearicl-dynamic,dearicl-random \
-    --param "dearicl-static:paper.epochs_per_round=1" --param "dearicl-static:paper.lr=0.0001" \
-    --param "dearicl-static:paper.hidden=[256,256,128,64]" --margin 0.02 --no-progress --table-metric "$extra" \
-    --out "$OUT/replay" > /dev/null
+  "$PY" "${REPLAY[@]}" --table-metric "$extra" > /dev/null
 done
 [[ " $STEPS " == *" sweep "* ]] && timed "knob sweep (${SWEEP_RUNS:-$RUNS} runs a setting)" "$PY" "$ROOT/scripts/knob_sweep.py" "$TABLE" --runs "${SWEEP_RUNS:-$RUNS}" --n-val 10 \
   --out "$OUT/sweep"
