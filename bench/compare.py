@@ -61,8 +61,14 @@ def compare(current: dict, reference: dict, tolerance: float, calls_tolerance: f
             changed = tuple(changes(cur, ref))
             checks.append(Check(ref["method"], ref["task"], "fingerprint", ref["fingerprint"]["demos"][:8],
                                 (cur.get("fingerprint") or {}).get("demos", "none")[:8], not changed, changed))
-        checks.append(Check(ref["method"], ref["task"], "score", ref["score"], cur["score"],
-                            cur["score"] >= ref["score"] - tolerance - 1e-12))
+        if ref.get("metric") and cur.get("metric") and cur["metric"] != ref["metric"]:
+            # two metrics' scores do not compare (WMT19: BERTScore, then chrF): the reference must be renewed
+            checks.append(Check(ref["method"], ref["task"], "metric", ref["metric"], cur["metric"], False,
+                                (f"scored by {cur['metric']} here and by {ref['metric']} in the reference: the "
+                                 "scores do not compare",)))
+        else:
+            checks.append(Check(ref["method"], ref["task"], "score", ref["score"], cur["score"],
+                                cur["score"] >= ref["score"] - tolerance - 1e-12))
         ref_calls = sum(ref["llm_calls"].values())
         cur_calls = sum(cur["llm_calls"].values())
         checks.append(Check(ref["method"], ref["task"], "llm_calls", ref_calls, cur_calls,
@@ -72,12 +78,12 @@ def compare(current: dict, reference: dict, tolerance: float, calls_tolerance: f
 
 def format_checks(checks: list[Check]) -> str:
     rows = [[c.method, c.task, c.what, c.reference, "missing" if c.current is None else c.current,
-             "ok" if c.ok else ("CHANGED" if c.what == "fingerprint" else "REGRESSION")] for c in checks]
+             "ok" if c.ok else ("CHANGED" if c.what in ("fingerprint", "metric") else "REGRESSION")] for c in checks]
     table = tabulate(rows, headers=["method", "task", "check", "reference", "current", "status"], tablefmt="github")
     changed = [c for c in checks if c.details]
     if not changed:
         return table
-    lines = [table, "", f"{len(changed)} cell(s) select or answer differently from the reference:"]
+    lines = [table, "", f"{len(changed)} cell(s) select, answer or score differently from the reference:"]
     for c in changed:
         lines += [f"- {c.method} on {c.task}: {detail}" for detail in c.details]
     lines.append("If the change is intended, accept it: scripts/smoke.sh --update, or compare ... --accept.")

@@ -32,6 +32,7 @@ from bench.items import Item
 from bench.log import LOG, Progress
 from bench.oracle import Pull, RewardOracle
 from bench.reward_table import RewardTable, table_splits
+from reports.stats import min_detectable_difference
 
 
 class TableOracle(RewardOracle):
@@ -222,7 +223,8 @@ def summarise(rows: list[dict], table: RewardTable, reward: str, baseline: str, 
             # the surrogate's ranking of the arms it never pulled, against the exact truth (None: no surrogate)
             "rank_corr_held_out": _mean_of(by[m], seeds, "rank_corr_held_out")})
     others = [m for m in methods if m != baseline]
-    raw = []
+    raw, raw_tost = [], []
+    alpha_holm = 0.05 / max(1, len(others))  # Holm's first, strictest step: the level every comparison may face
     for m in others:
         seeds = sorted(set(by[m]) & set(by[baseline]))
         diff = np.array([test_score(by[m][s], metric_name) - test_score(by[baseline][s], metric_name) for s in seeds])
@@ -234,15 +236,21 @@ def summarise(rows: list[dict], table: RewardTable, reward: str, baseline: str, 
         else:  # no spread: the difference is known exactly
             tost = 0.0 if abs(diff.mean()) < margin else 1.0
         raw.append(p)
+        raw_tost.append(tost)
+        sd = float(diff.std(ddof=1)) if len(diff) > 1 else float("nan")
         summary["comparisons"].append({"method": m, "baseline": baseline, "seeds": len(seeds),
                                        "mean_difference": float(diff.mean()), "p_wilcoxon": p, "margin": margin,
-                                       "p_tost": tost})
+                                       "p_tost": tost, "sd_difference": sd, "alpha_holm": alpha_holm,
+                                       # the smallest true difference this many seeds detect (80% power, paired t)
+                                       "mdd": min_detectable_difference(sd, len(diff), alpha=alpha_holm)})
     if raw:
-        for row, p_holm in zip(summary["comparisons"], multipletests(raw, method="holm")[1]):
-            row["p_holm"] = float(p_holm)
-            row["verdict"] = ("differs, by less than the margin" if p_holm < 0.05 and row["p_tost"] < 0.05
+        # both families Holm-adjusted: "equivalent" is a claim about every method at once, as "differs" is
+        for row, p_holm, tost_holm in zip(summary["comparisons"], multipletests(raw, method="holm")[1],
+                                          multipletests(raw_tost, method="holm")[1]):
+            row["p_holm"], row["p_tost_holm"] = float(p_holm), float(tost_holm)
+            row["verdict"] = ("differs, by less than the margin" if p_holm < 0.05 and tost_holm < 0.05
                               else "differs" if p_holm < 0.05 else "equivalent within the margin"
-                              if row["p_tost"] < 0.05 else "cannot decide")
+                              if tost_holm < 0.05 else "cannot decide")
     return summary
 
 
@@ -263,10 +271,16 @@ def render(summary: dict, meta: dict, n_val: int, reward: str, metric_name: str 
                           disable_numparse=True))
     if summary["comparisons"]:
         rows = [[c["method"], c["baseline"], f"{c['mean_difference']:+.4f}", f"{c['p_wilcoxon']:.3g}",
-                 f"{c['p_holm']:.3g}", f"±{c['margin']:g}", f"{c['p_tost']:.3g}", c["verdict"]]
+                 f"{c['p_holm']:.3g}", f"±{c['margin']:g}", f"{c['p_tost']:.3g}", f"{c['p_tost_holm']:.3g}",
+                 "" if not np.isfinite(c.get("mdd", np.nan)) else f"{c['mdd']:.4f}", c["verdict"]]
                 for c in summary["comparisons"]]
+        alpha = summary["comparisons"][0].get("alpha_holm", 0.05)
         lines += ["", tabulate(rows, ["method", "vs", "mean Δ (paired by seed)", "p (Wilcoxon)", "p (Holm)",
-                                      "margin", "p (TOST)", "verdict"], tablefmt="github", disable_numparse=True)]
+                                      "margin", "p (TOST)", "p (TOST, Holm)", f"MDD (α {alpha:.3g}, 80% power)",
+                                      "verdict"], tablefmt="github", disable_numparse=True),
+                  "", "The margin is fixed before the run (--margin); a verdict rests on the Holm-adjusted p-values; "
+                      "MDD: the smallest true mean difference a paired t-test over these seeds detects with 80% "
+                      "power at Holm's strictest level."]
     return "\n".join(lines)
 
 

@@ -119,15 +119,23 @@ def selection_time(fit) -> dict:
             "other": round(max(0.0, fit.selection_seconds - embedding - llm), 3)}
 
 
+# run folders older than config.json's task_info scored these tasks with another metric than today's
+LEGACY_METRICS = {"wmt19": ("bertscore_f1", "BERTScore F1")}  # chrF became WMT19's metric on 2026-11-27
+
+
 def metric_name(task: str, info: dict | None = None) -> str:
     if task in (info or {}):
         return info[task]["metric"]
+    if task in LEGACY_METRICS:
+        return LEGACY_METRICS[task][0]
     return TASKS[task].metric_name if task in TASKS else ""
 
 
 def metric_label(task: str, info: dict | None = None) -> str:
     if task in (info or {}):
         return info[task]["metric_label"]
+    if task in LEGACY_METRICS:
+        return LEGACY_METRICS[task][1]
     cls = TASKS.get(task)
     return (cls.metric_label or cls.metric_name) if cls else ""
 

@@ -85,7 +85,18 @@ def min_detectable_difference(sd_diff: float, n: int, alpha: float = 0.05, power
 
     def power_at(effect: float) -> float:  # effect in units of sd_diff
         shift = effect * math.sqrt(n)
-        return float(stats.nct.sf(critical, df, shift) + stats.nct.cdf(-critical, df, shift))
+        exact = float(stats.nct.sf(critical, df, shift) + stats.nct.cdf(-critical, df, shift))
+        if math.isfinite(exact):
+            return exact
+        # scipy's noncentral t returns NaN for some (df, shift): the same probability integrated over the
+        # chi-square of the t's denominator, T' = (Z + shift) / sqrt(V / df)
+        from scipy.integrate import quad
+
+        def given(v: float) -> float:
+            scale = critical * math.sqrt(v / df)
+            return (stats.norm.sf(scale - shift) + stats.norm.cdf(-scale - shift)) * stats.chi2.pdf(v, df)
+
+        return float(quad(given, 0, math.inf, limit=200)[0])
 
     upper = (critical + 3.0) / math.sqrt(n)  # widened until it reaches the power (noncentral t is NaN far out)
     while power_at(upper) < power:

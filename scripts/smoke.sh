@@ -4,13 +4,13 @@
 #   configs/smoke.yaml         the paper's tasks (GSM8K, AQuA-RAT, WMT19)  -> reports/reference/smoke.json
 #   configs/smoke-signal.yaml  the tasks with signal (rules, SST-2)        -> reports/reference/smoke-signal.json
 #   bash scripts/smoke.sh            run both and compare with the references
-#   bash scripts/smoke.sh --update   run both and overwrite the references
+#   bash scripts/smoke.sh --update   run both and overwrite the references (SMOKE_CONFIGS=smoke: only that one)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1
 OUT=${SMOKE_OUT:-runs/smoke}
 status=0
-for name in smoke smoke-signal; do
+for name in ${SMOKE_CONFIGS:-smoke smoke-signal}; do  # SMOKE_CONFIGS=smoke: one of them
   out="$OUT/$name"
   rm -rf "$out"
   run=0

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from bench.cli import main
-from bench.compare import compare
+from bench.compare import compare, format_checks
 from bench.records import ItemRecord, append_jsonl
 from reports.render import write_report
 from reports.stats import PairedTTest
@@ -83,6 +83,21 @@ def test_minimal_detectable_difference_matches_the_noncentral_t_power():
     mdd = min_detectable_difference(1.0, 30)
     hits = [sps.ttest_1samp(rng.normal(mdd, 1.0, 30), 0).pvalue < 0.05 for _ in range(4000)]
     assert np.mean(hits) == pytest.approx(0.8, abs=0.02)
+
+
+def test_minimal_detectable_difference_at_strict_levels_where_scipy_nct_fails():
+    """At Holm-level alphas scipy's noncentral t gives NaN for some shifts (n 10, alpha 1e-4 near 2.4 sd): the MDD
+    still comes out, and a simulated test at that level has 80% power there."""
+    from scipy import stats as sps
+
+    from reports.stats import min_detectable_difference
+
+    for n, alpha in ((10, 1e-4), (200, 0.05 / 27), (3, 0.05)):
+        mdd = min_detectable_difference(1.0, n, alpha=alpha)
+        assert math.isfinite(mdd)
+        rng = np.random.default_rng(n)
+        hits = [sps.ttest_1samp(rng.normal(mdd, 1.0, n), 0).pvalue < alpha for _ in range(4000)]
+        assert np.mean(hits) == pytest.approx(0.8, abs=0.025)
 
 
 def test_paired_tests_table_shows_the_minimal_detectable_difference(tmp_path):
@@ -204,6 +219,19 @@ def test_compare_flags_score_drop_and_call_rise(tmp_path):
     replayed = {"runs": [{**ok["runs"][0], "llm_calls": {"selection": 0, "inference": 5},
                           "selection_reused_from": "runs/selections"}]}
     assert [c.what for c in compare(replayed, ref, 0.05, 0.05) if not c.ok] == ["fitted"]
+
+
+def test_compare_refuses_to_weigh_scores_of_two_metrics():
+    """WMT19 scored BERTScore F1 before and chrF now: a chrF run against a BERTScore reference is a changed cell
+    to accept, not a score drop (nor, the other way round, a pass)."""
+    calls = {"selection": 0, "inference": 2}
+    ref = {"runs": [{"method": "knn", "task": "wmt19", "metric": "bertscore_f1", "score": 0.70, "llm_calls": calls}]}
+    now = {"runs": [{"method": "knn", "task": "wmt19", "metric": "chrf", "score": 0.95, "llm_calls": calls}]}
+    failed = [c for c in compare(now, ref, 0.05, 0.05) if not c.ok]
+    assert [c.what for c in failed] == ["metric"] and "chrf here and by bertscore_f1" in failed[0].details[0]
+    assert "CHANGED" in format_checks(failed) and "score differently" in format_checks(failed)
+    same = {"runs": [{**now["runs"][0], "metric": "bertscore_f1"}]}
+    assert all(c.ok for c in compare(same, ref, 0.05, 0.05))
 
 
 def test_compare_cli_exit_codes(tmp_path, capsys):

@@ -244,6 +244,34 @@ def test_seed_level_verdicts_differ_equivalent_or_undecided_against_the_preset_m
                         "shifted": "differs, by less than the margin"}  # real, and smaller than what matters
     shifted = next(c for c in out["comparisons"] if c["method"] == "shifted")
     assert shifted["p_tost"] == 0.0 and shifted["mean_difference"] == pytest.approx(0.005)
+    # four comparisons: the MDD is a paired t-test's at Holm's strictest level 0.05 / 4, the TOSTs Holm-adjusted too
+    from reports.stats import min_detectable_difference
+
+    same = next(c for c in out["comparisons"] if c["method"] == "same")
+    assert same["alpha_holm"] == pytest.approx(0.0125)
+    assert same["mdd"] == pytest.approx(min_detectable_difference(same["sd_difference"], 30, alpha=0.0125))
+    assert min_detectable_difference(same["sd_difference"], 30) < same["mdd"] < 0.01
+    noisy = next(c for c in out["comparisons"] if c["method"] == "noisy")
+    assert noisy["p_tost_holm"] >= noisy["p_tost"] and noisy["mdd"] > 0.1
+
+
+def test_an_equivalence_claim_is_holm_adjusted_across_the_methods():
+    """Two methods each equivalent at p 0.03 alone: not both at once (Holm: 0.06), so neither is called equivalent."""
+    from bench.replay import summarise
+
+    t = RewardTable(np.zeros((3, 4, 1)), np.zeros((3, 4, 1)), np.zeros((3, 4)), np.array(list("abcd")),
+                    np.array(["validation", "validation", "test", "test"]), np.array([["x"], ["y"], ["z"]]), {})
+    base = np.linspace(0.4, 0.6, 12)
+    wobble = np.array([0.031, -0.029] * 6)  # mean 0.001, sd 0.031: TOST at ±0.02 gives p 0.03 alone
+
+    def rows(name, scores):
+        return [{"method": name, "seed": s, "test_score": float(v), "calls": 1, "regret": 0.0, "fit_seconds": 0.0,
+                 "scale": {}} for s, v in enumerate(scores)]
+
+    out = summarise(rows("base", base) + rows("a", base + wobble) + rows("b", base - wobble), t, "rewards", "base",
+                    margin=0.02)
+    for c in out["comparisons"]:
+        assert c["p_tost"] < 0.05 <= c["p_tost_holm"] and c["verdict"] == "cannot decide"
 
 
 # ---- recording on another machine: plan here, calls there, build here from the cache they filled -------------------

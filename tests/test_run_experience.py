@@ -174,11 +174,11 @@ def test_a_plugin_task_registers_and_names_its_metric(tmp_path, data_dir, fake_b
                           plugins=[str(path)])
         results = Runner(cfg).run()
         labels = {r["task"]: r["metric_label"] for r in results["runs"]}
-        assert labels == {"gsm8k-accuracy": "Accuracy", "wmt19": "BERTScore F1"}
+        assert labels == {"gsm8k-accuracy": "Accuracy", "wmt19": "chrF"}
         write_report(tmp_path / "run")
         header = next(line for line in (tmp_path / "run" / "report.md").read_text().splitlines()
                       if line.startswith("| Method"))
-        assert "gsm8k-accuracy (Accuracy ×100 [95% CI], n = 2)" in header and "wmt19 (BERTScore F1 ×100" in header
+        assert "gsm8k-accuracy (Accuracy ×100 [95% CI], n = 2)" in header and "wmt19 (chrF ×100" in header
         with pytest.raises(TypeError, match="needs a Task subclass"):
             from bench.tasks import register_task
 

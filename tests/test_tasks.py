@@ -126,3 +126,29 @@ def test_exact_match_scores():
     assert gsm.score(["1000", "-2.50"], items, ["", ""]) == [1.0, 1.0]
     assert gsm.score(["100", "2.5"], items, ["", ""]) == [0.0, 0.0]
     assert aqua.score(["A", "B"], [AQUA_DEMO, AQUA_DEMO], ["", ""]) == [1.0, 0.0]
+
+
+def test_wmt19_scores_chrf_first_and_keeps_bertscore_beside_it():
+    """chrF is WMT19's metric (the offline BERTScore encoder sees mostly [UNK] in Chinese); BERTScore stays an extra."""
+    from bench.metrics import ChrF
+
+    class CountingBertScore:
+        def f1(self, candidates, references, lang):
+            assert lang == "zh"
+            return [0.5 + 0.1 * i for i in range(len(candidates))]
+
+    task = make_task("wmt19", bertscore=CountingBertScore())
+    items = [Item("a", "Bye.", "再见。"), Item("b", "Hello.", "你好。")]
+    outputs = ["再见。", "世界"]
+    assert task.metric_name == "chrf" and task.metric_label == "chrF"
+    scores = task.score(outputs, items, outputs)
+    assert scores[0] == pytest.approx(ChrF().sentence("再见。", "再见。")) and scores[0] > 0.9 and scores[1] < 0.2
+    assert task.extra_metrics(outputs, items) == {"bertscore_f1": [0.5, 0.6]}
+
+
+def test_run_folders_from_before_chrf_read_their_scores_as_bertscore():
+    from reports.results import metric_label, metric_name
+
+    assert (metric_name("wmt19"), metric_label("wmt19")) == ("bertscore_f1", "BERTScore F1")  # no task_info
+    info = {"wmt19": {"metric": "chrf", "metric_label": "chrF"}}
+    assert (metric_name("wmt19", info), metric_label("wmt19", info)) == ("chrf", "chrF")

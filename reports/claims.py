@@ -1,0 +1,331 @@
+"""The study's claims computed from its run folders: paired tests per seed, a seed-level test across seeds, TOST
+against a fixed margin and the minimal detectable difference at the Holm-adjusted level, rendered as markdown blocks
+that the READMEs embed between `<!-- claims:NAME -->` and `<!-- /claims -->`.
+
+    python -m reports.claims reports/studies/embedded-2026-11 --check README.md reports/studies/embedded-2026-11/README.md
+    python -m reports.claims reports/studies/embedded-2026-11 --write README.md ...   # after the data changed
+
+`--check` exits 1 naming every block whose text no longer matches what the run folders give, so a number typed into a
+block by hand, or a run folder changed under it, fails the test suite (tests/test_claims.py).
+
+Rules, fixed here and not per result:
+- WMT19 is read by chrF first (its BERTScore encoder, all-MiniLM-L6-v2, maps ~65% of the references' Chinese
+  characters to [UNK]); BERTScore F1 stands beside it.
+- Margins of equivalence (MARGINS): ±2 points of chrF or BERTScore, ±5 points of EM. They were fixed on 2026-11-27,
+  after the study's runs and before this analysis of them; the reward-table studies' ±0.02 was fixed before their
+  runs. They are not tuned to any result here.
+- A method-level claim across seeds rests on the seed-level test (each seed one paired observation: the two prompts'
+  mean scores on that seed's test items), never on the per-seed tests, which compare two prompts each.
+- An item-level comparison of a 0/1 metric is decided by the exact McNemar test; the paired t-test otherwise.
+- "equivalent" needs the TOST's p (Holm-adjusted over the family, like the difference tests) under 0.05.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.weightstats import ttost_paired
+
+from reports.stats import PairedTTest, min_detectable_difference
+
+MARGINS = {"chrf": 0.02, "bertscore_f1": 0.02, "exact_match": 0.05}
+PRIMARY = {"wmt19": ("chrf", "bertscore_f1"), "gsm8k": ("exact_match",), "aquarat": ("exact_match",)}
+LABELS = {"chrf": "chrF", "bertscore_f1": "BERTScore", "exact_match": "EM"}
+TASK_NAMES = {"wmt19": "WMT19", "aquarat": "AquaRAT", "gsm8k": "GSM8K"}
+ALPHA = 0.05
+# The paper's WMT19 BERTScore (Llama 3.2 3B): Table 1 (dearicl_paper.tex l.670-700) and, for the LTR rankers on
+# DEARICL's data, its data-ablation table (l.876-881). Cited for direction: another model, encoder and scale.
+PAPER_WMT19 = {"zero-shot": 51.22, "few-shot": 61.64, "lens": 64.09, "explora": 66.26, "bridge": 64.96,
+               "case-static": 65.40, "dearicl-static": 68.83, "knn": 68.36, "mmr": 68.86, "pirank": 71.30,
+               "neuralndcg": 71.13, "listnet": 71.26, "udr": 71.22, "ndcgloss2pp": 72.56, "neuralndcg-norm": 71.80,
+               "case-dynamic": 71.70, "dearicl-dynamic": 78.89, "dearicl-noexplore": 71.30, "dearicl-random": 70.38,
+               "ndcgloss2pp@dearicl-data": 74.06, "neuralndcg@dearicl-data": 72.75,
+               "neuralndcg-norm@dearicl-data": 72.97, "udr@dearicl-data": 72.65, "listnet@dearicl-data": 73.64}
+BLOCK = re.compile(r"(<!-- claims:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /claims -->)", re.S)
+
+
+# ---- data ----------------------------------------------------------------------------------------------------------
+def item_scores(folder: Path, method: str, task: str, metric: str) -> dict[str, float]:
+    """Each test item's score of one (method, task) cell under `metric`: the record's score where the run scored by
+    that metric (results.json says which), else its secondary metric of that name."""
+    results = json.loads((folder / "results.json").read_text())
+    row = next(r for r in results["runs"] if r["method"] == method and r["task"] == task)
+    out = {}
+    with (folder / "records.jsonl").open() as fh:
+        for line in fh:
+            rec = json.loads(line)
+            if rec["method"] == method and rec["task"] == task:
+                out[rec["item_id"]] = rec["score"] if row["metric"] == metric else rec["extra"][metric]
+    if not out:
+        raise ValueError(f"{folder.name}: no records of {method} on {task}")
+    return out
+
+
+def tost_p(a: np.ndarray, b: np.ndarray, margin: float) -> float:
+    """Paired TOST of |mean(a - b)| < margin; a difference without spread is known exactly."""
+    diff = a - b
+    if len(diff) < 2 or np.std(diff) == 0:
+        return 0.0 if abs(float(np.mean(diff))) < margin else 1.0
+    return float(ttost_paired(a, b, -margin, margin)[0])
+
+
+def verdict(p_diff: float, p_equiv: float, alpha: float = ALPHA) -> str:
+    if not math.isnan(p_diff) and p_diff < alpha:
+        return "differs, by less than the margin" if p_equiv < alpha else "differs"
+    return "equivalent within the margin" if p_equiv < alpha else "cannot decide"
+
+
+def compare_items(method_scores: dict[str, float], base_scores: dict[str, float], margin: float,
+                  alpha: float = ALPHA) -> dict:
+    """One prompt against another on the same items: difference, the deciding p (McNemar for 0/1), TOST, MDD at
+    `alpha` (80% power)."""
+    common = sorted(set(method_scores) & set(base_scores))
+    a = np.array([method_scores[i] for i in common])
+    b = np.array([base_scores[i] for i in common])
+    test = PairedTTest.of(dict(zip(common, a)), dict(zip(common, b)))
+    sd = float(np.std(a - b, ddof=1)) if len(common) > 1 else math.nan
+    return {"n": len(common), "method": float(a.mean()), "base": float(b.mean()), "diff": float((a - b).mean()),
+            "p": test.deciding_p(), "mcnemar": test.mcnemar_p is not None, "p_tost": tost_p(a, b, margin),
+            "mdd": min_detectable_difference(sd, len(common), alpha=alpha)}
+
+
+def seed_level(method_means: list[float], base_means: list[float], margin: float) -> dict:
+    """Across seeds, each seed one paired observation: paired t-test and TOST on the seeds' mean scores."""
+    a, b = np.array(method_means), np.array(base_means)
+    diff = a - b
+    p = float(stats.ttest_rel(a, b).pvalue) if len(diff) > 1 and np.std(diff) > 0 else math.nan
+    sd = float(np.std(diff, ddof=1)) if len(diff) > 1 else math.nan
+    return {"seeds": len(diff), "diff": float(diff.mean()), "sd": sd, "p": p, "p_tost": tost_p(a, b, margin),
+            "mdd": min_detectable_difference(sd, len(diff)), "verdict": verdict(p, tost_p(a, b, margin))}
+
+
+# ---- blocks --------------------------------------------------------------------------------------------------------
+def _x(value: float, digits: int = 2) -> str:
+    return "–" if value is None or math.isnan(value) else f"{100 * value:.{digits}f}"
+
+
+def _d(value: float, digits: int = 2) -> str:
+    return "–" if value is None or math.isnan(value) else f"{100 * value:+.{digits}f}"
+
+
+def _p(value: float) -> str:
+    return "–" if value is None or math.isnan(value) else (f"{value:.2g}" if value < 0.001 else f"{value:.3f}")
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    from tabulate import tabulate
+
+    return tabulate(rows, headers, tablefmt="github", disable_numparse=True)
+
+
+def pair_block(study: Path, part: str, method: str, base: str, tasks=("wmt19", "aquarat", "gsm8k"),
+               base_part: str | None = None, labels: tuple[str, str] | None = None) -> str:
+    """`method` against `base` per task: each seed's paired item-level test, then the seed-level test across seeds,
+    for each metric of the task (primary first)."""
+    rows, seed_rows = [], []
+    for task in tasks:
+        folders = sorted(study.glob(f"{part}-{task}-seed*"), key=lambda p: int(p.name.rsplit("seed", 1)[1]))
+        for metric in PRIMARY[task]:
+            margin = MARGINS[metric]
+            per_seed = []
+            for folder in folders:
+                seed = folder.name.rsplit("seed", 1)[1]
+                base_folder = study / f"{base_part}-{task}-seed{seed}" if base_part else folder
+                c = compare_items(item_scores(folder, method, task, metric),
+                                  item_scores(base_folder, base, task, metric), margin)
+                per_seed.append(c)
+                rows.append([TASK_NAMES[task], LABELS[metric], seed, str(c["n"]), _x(c["base"]), _x(c["method"]),
+                             _d(c["diff"]), _p(c["p"]) + (" (McNemar)" if c["mcnemar"] else ""), _p(c["p_tost"]),
+                             _x(c["mdd"], 1)])
+            s = seed_level([c["method"] for c in per_seed], [c["base"] for c in per_seed], margin)
+            seed_rows.append([TASK_NAMES[task], LABELS[metric], str(s["seeds"]),
+                              f"{_d(s['diff'])} ± {_x(s['sd'])}", _p(s["p"]), f"±{100 * margin:g}", _p(s["p_tost"]),
+                              _x(s["mdd"], 1), s["verdict"]])
+    base_label, method_label = labels or (base, method)
+    per_seed_table = _table(["task", "metric ×100", "seed", "n", base_label, method_label, "Δ", "p", "p (TOST)",
+                             "MDD (80% power)"], rows)
+    seed_table = _table(["task", "metric ×100", "seeds", "Δ mean ± sd over seeds", "p (paired t over seeds)",
+                         "margin", "p (TOST over seeds)", "MDD over seeds", "verdict"], seed_rows)
+    return (f"Per seed (two prompts on the same test items; α 0.05):\n\n{per_seed_table}\n\n"
+            f"Across seeds (each seed one paired observation; the method-level claim):\n\n{seed_table}\n")
+
+
+def rq2_block(study: Path, folder: str = "rq2-wmt19-seed0", base: str = "case-dynamic", task: str = "wmt19") -> str:
+    """Every selector of one run against `base` on the same items, for each metric (chrF first): Holm over the
+    family for the difference and for the TOST, MDD at Holm's strictest level α/m."""
+    run = study / folder
+    methods = [r["method"] for r in json.loads((run / "results.json").read_text())["runs"] if r.get("score") is not None]
+    others = [m for m in methods if m != base]
+    alpha_m = ALPHA / len(others)
+    cols, per_metric = [], {}
+    for metric in PRIMARY[task]:
+        margin = MARGINS[metric]
+        base_scores = item_scores(run, base, task, metric)
+        got = {m: compare_items(item_scores(run, m, task, metric), base_scores, margin, alpha=alpha_m) for m in others}
+        holm = dict(zip(others, multipletests([got[m]["p"] for m in others], method="holm")[1]))
+        holm_tost = dict(zip(others, multipletests([got[m]["p_tost"] for m in others], method="holm")[1]))
+        per_metric[metric] = (got, holm, holm_tost, base_scores)
+        cols.append(metric)
+    primary = cols[0]
+    rows = []
+    for m in methods:
+        row = [f"`{m}`"]
+        for metric in cols:
+            got, holm, holm_tost, base_scores = per_metric[metric]
+            tail = 2 if metric == primary else 0  # the primary metric also gets its MDD and the verdict
+            if m == base:
+                row += [_x(float(np.mean(list(base_scores.values())))), "baseline", "", ""] + [""] * tail
+                continue
+            c = got[m]
+            row += [_x(c["method"]), _d(c["diff"]), _p(holm[m]), _p(holm_tost[m])]
+            row += [_x(c["mdd"], 1), verdict(holm[m], holm_tost[m])][:tail]
+        rows.append(row + [f"{PAPER_WMT19[m]:.2f}" if m in PAPER_WMT19 else "–"])
+    headers = ["selector"]
+    for metric in cols:
+        label = LABELS[metric]
+        headers += [f"{label} ×100", f"Δ {label}", f"p (Holm)", f"p (TOST ±{100 * MARGINS[metric]:g}, Holm)"]
+        if metric == primary:
+            headers += [f"MDD {label} (α 0.05/{len(others)})", f"verdict ({label})"]
+    headers.append("paper: BERTScore (Llama 3.2 3B)")
+    text = (f"{TASK_NAMES[task]}, `{folder}`, n = {per_metric[primary][0][others[0]]['n']} test items, every selector "
+            f"against `{base}`; Holm over the {len(others)} comparisons:\n\n{_table(headers, rows)}\n")
+    if "dearicl-dynamic" in others and base in PAPER_WMT19:
+        text += "\n" + paper_gain_line(run, task, base)
+    return text
+
+
+def paper_gain_line(run: Path, task: str, base: str, method: str = "dearicl-dynamic") -> str:
+    """The paper's headline gain, rescaled to this run (its relative gain times the baseline's score here), tested
+    one-sided against the observed BERTScore differences, with the 95% interval of the difference."""
+    relative = PAPER_WMT19[method] / PAPER_WMT19[base] - 1
+    a, b = item_scores(run, method, task, "bertscore_f1"), item_scores(run, base, task, "bertscore_f1")
+    diff = np.array([a[i] - b[i] for i in sorted(set(a) & set(b))])
+    gain = relative * float(np.mean(list(b.values())))
+    se = diff.std(ddof=1) / math.sqrt(len(diff))
+    low, high = stats.t.interval(0.95, len(diff) - 1, diff.mean(), se)
+    p = float(stats.t.cdf((diff.mean() - gain) / se, len(diff) - 1))
+    return (f"`{method}` − `{base}`, BERTScore ×100: {_d(float(diff.mean()))}, 95% CI [{_d(low)}, {_d(high)}]. The "
+            f"paper's gain ({PAPER_WMT19[method]:.2f} vs {PAPER_WMT19[base]:.2f}, {100 * relative:+.1f}% relative) "
+            f"would be {_d(gain)} here; one-sided p that the true difference is that large: {_p(p)}.\n")
+
+
+def calls_block(study: Path, part: str = "rq1", methods: tuple[str, ...] = ("case-static", "dearicl-static"),
+                ratio: bool = True) -> str:
+    """Per task and bandit selector: rounds, pulls, selection calls, stop reasons and the final gap index (or
+    certificate bound) of each seed; with `ratio`, how many times fewer calls the second made than the first (a
+    lower bound where the first stopped at its call cap), and the paper's calls and rounds."""
+    from bench.records import read_fits
+    from reports.results import load_results
+    from reports.study import PAPER_CALLS, PAPER_ROUNDS, convergence_rows, replay_sources
+
+    runs = sorted(study.glob("*-seed*"))  # every part: a replayed fit's cost is its source's, maybe in another part
+    loaded = {run: load_results(run) for run in runs}
+    fits = {run: read_fits(run / "fits.jsonl") for run in runs}
+    got = {(r["task"], r["method"], r["seed"]): r for r in convergence_rows(loaded, fits, replay_sources(loaded, fits))
+           if r["part"] == part}
+    rows = []
+    for task in ("wmt19", "aquarat", "gsm8k"):
+        seeds = sorted({seed for t, _, seed in got if t == task})
+        for m in methods:
+            cells = [got[(task, m, seed)] for seed in seeds]
+            stops = ", ".join(f"{k} {sum(c['stopped_by'] == k for c in cells)}"
+                              for k in dict.fromkeys(c["stopped_by"] for c in cells))
+            final_b = ", ".join(f"{final_gap(study / (c['replayed_from'] or c['folder']), m, task):.3g}"
+                                for c in cells)
+            row = [TASK_NAMES[task], f"`{m}`", ", ".join(map(str, seeds)), ", ".join(str(c["rounds"]) for c in cells),
+                   ", ".join(str(c["pulls"]) for c in cells), ", ".join(str(c["selection_calls"]) for c in cells),
+                   stops, final_b]
+            if ratio:
+                first = methods[0]
+                times = ", ".join(
+                    f"{got[(task, first, seed)]['selection_calls'] / c['selection_calls']:.1f}×"
+                    + (" (≥: cap)" if got[(task, first, seed)]["stopped_by"] == "budget" else "")
+                    for seed, c in zip(seeds, cells)) if m != first else ""
+                row += [times, f"{PAPER_CALLS.get((m, task), '–')} / {PAPER_ROUNDS.get((m, task), '–')}"]
+            rows.append(row)
+    headers = ["task", "selector", "seeds", "rounds", "pulls", "selection calls", "stopped by",
+               "final B_t (gap index or certificate bound)"]
+    if ratio:
+        headers += [f"{methods[0]} calls / these", "paper: calls / rounds"]
+    return _table(headers, rows) + "\n"
+
+
+def final_gap(folder: Path, method: str, task: str) -> float:
+    """The gap index B_t of a bandit fit's last round (its fits.jsonl trace)."""
+    from bench.records import read_fits
+
+    trace = read_fits(folder / "fits.jsonl")[(method, task)].trace
+    return next(r["gap_index"] for r in reversed(trace) if r.get("gap_index") is not None)
+
+
+def blocks(study: Path) -> dict[str, str]:
+    study = Path(study)
+    return {"rq1": pair_block(study, "rq1", "dearicl-static", "case-static"),
+            "certified-lucb": pair_block(study, "certified", "lucb-static", "case-static", base_part="rq1"),
+            "certified-pac": pair_block(study, "certified", "dearicl-pac-static", "case-static", base_part="rq1"),
+            "schedule": pair_block(study, "schedule", "dearicl-static", "dearicl-static", tasks=("wmt19",),
+                                   base_part="rq1", labels=("paper's schedule (rq1)", "learning schedule")),
+            "calls": calls_block(study),
+            "certified-calls": calls_block(study, "certified", ("lucb-static", "dearicl-pac-static"), ratio=False),
+            "rq2": rq2_block(study),
+            "rq2-vs-dearicl-dynamic": rq2_block(study, base="dearicl-dynamic")}
+
+
+# ---- READMEs -------------------------------------------------------------------------------------------------------
+def render_into(text: str, made: dict[str, str]) -> tuple[str, list[str]]:
+    """`text` with each claims block replaced by its computed body; and the names of blocks that changed."""
+    stale = []
+
+    def put(match: re.Match) -> str:
+        name = match.group("name")
+        if name not in made:
+            raise KeyError(f"unknown claims block '{name}' (known: {', '.join(made)})")
+        if match.group("body") != made[name]:
+            stale.append(name)
+        return match.group(1) + made[name] + match.group(4)
+
+    return BLOCK.sub(put, text), stale
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m reports.claims", description=__doc__.split("\n\n")[0])
+    parser.add_argument("study", type=Path)
+    how = parser.add_mutually_exclusive_group(required=True)
+    how.add_argument("--check", nargs="+", type=Path, metavar="README", help="exit 1 if a block is stale")
+    how.add_argument("--write", nargs="+", type=Path, metavar="README", help="rewrite the blocks in place")
+    how.add_argument("--print", action="store_true", help="print every block")
+    args = parser.parse_args(argv)
+    if not (args.study / "rq1-wmt19-seed0").is_dir():
+        print(f"error: {args.study} is not the study folder (no rq1-wmt19-seed0 in it)", file=sys.stderr)
+        return 2
+    made = blocks(args.study)
+    if args.print:
+        for name, body in made.items():
+            print(f"<!-- claims:{name} -->\n{body}<!-- /claims -->\n")
+        return 0
+    status = 0
+    for path in args.check or args.write:
+        try:
+            text, stale = render_into(path.read_text(), made)
+        except (OSError, KeyError) as err:
+            print(f"error: {path}: {err}", file=sys.stderr)
+            return 2
+        if args.write:
+            path.write_text(text)
+            print(f"{path}: {len(BLOCK.findall(text))} block(s), {len(stale)} rewritten")
+        elif stale:
+            print(f"{path}: stale claims block(s) {', '.join(stale)}: run python -m reports.claims {args.study} "
+                  f"--write {path}", file=sys.stderr)
+            status = 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

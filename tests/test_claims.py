@@ -1,0 +1,82 @@
+"""reports/claims.py: the study's claims computed from its run folders, and the READMEs' blocks checked against them."""
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reports import claims
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDY = ROOT / "reports" / "studies" / "embedded-2026-11"
+
+
+def test_the_committed_readmes_hold_what_the_run_folders_give():
+    """Every claims block of both READMEs equals what reports.claims computes from the committed run folders."""
+    assert claims.main([str(STUDY), "--check", str(ROOT / "README.md"), str(STUDY / "README.md")]) == 0
+
+
+def test_a_number_edited_in_a_block_fails_the_check_and_write_restores_it(tmp_path, capsys):
+    readme = tmp_path / "README.md"
+    text = (ROOT / "README.md").read_text()
+    start = text.index("<!-- claims:rq2 -->")
+    row = text.index("| `dearicl-dynamic`", start)
+    edited = text[:row] + text[row:].replace("12.44", "14.44", 1)  # a better-looking number typed by hand
+    readme.write_text(edited)
+    assert claims.main([str(STUDY), "--check", str(readme)]) == 1
+    assert "stale claims block(s) rq2" in capsys.readouterr().err
+    assert claims.main([str(STUDY), "--write", str(readme)]) == 0
+    assert readme.read_text() == text
+
+
+def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
+    assert claims.main([str(tmp_path), "--check", str(ROOT / "README.md")]) == 2
+    bad = tmp_path / "R.md"
+    bad.write_text("<!-- claims:nope -->\nx\n<!-- /claims -->\n")
+    assert claims.main([str(STUDY), "--check", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "not the study folder" in err[0] and "unknown claims block 'nope'" in err[1]
+
+
+def _run(folder: Path, metric: str, rows: dict[str, list[tuple[float, dict]]]):
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps({"runs": [{"method": m, "task": "wmt19", "metric": metric}
+                                                               for m in rows]}))
+    with (folder / "records.jsonl").open("w") as fh:
+        for m, values in rows.items():
+            for i, (score, extra) in enumerate(values):
+                fh.write(json.dumps({"method": m, "task": "wmt19", "item_id": f"i{i}", "score": score,
+                                     "extra": extra}) + "\n")
+
+
+def test_a_folder_scored_before_chrf_is_read_by_its_extra(tmp_path):
+    """Old WMT19 runs hold BERTScore as score and chrF as an extra; new ones the reverse: both read the same."""
+    _run(tmp_path / "old", "bertscore_f1", {"knn": [(0.7, {"chrf": 0.1}), (0.6, {"chrf": 0.2})]})
+    _run(tmp_path / "new", "chrf", {"knn": [(0.1, {"bertscore_f1": 0.7}), (0.2, {"bertscore_f1": 0.6})]})
+    for name in ("old", "new"):
+        assert claims.item_scores(tmp_path / name, "knn", "wmt19", "chrf") == {"i0": 0.1, "i1": 0.2}
+        assert claims.item_scores(tmp_path / name, "knn", "wmt19", "bertscore_f1") == {"i0": 0.7, "i1": 0.6}
+
+
+def test_verdicts_rest_on_the_difference_test_and_the_tost():
+    rng = np.random.default_rng(1)
+    base = {f"i{i}": v for i, v in enumerate(rng.uniform(0, 1, 400))}
+    same = {k: v + rng.normal(0, 0.05) for k, v in base.items()}
+    better = {k: v + 0.1 + rng.normal(0, 0.05) for k, v in base.items()}
+    noisy = {k: v + rng.normal(0, 0.6) for k, v in base.items()}
+    got = {name: claims.compare_items(s, base, 0.02) for name, s in (("same", same), ("better", better),
+                                                                    ("noisy", noisy))}
+    assert [claims.verdict(got[n]["p"], got[n]["p_tost"]) for n in ("same", "better", "noisy")] == [
+        "equivalent within the margin", "differs", "cannot decide"]
+    assert claims.verdict(0.01, 0.01) == "differs, by less than the margin"
+    # across seeds: three seeds that agree closely are equivalent; one far seed leaves it undecided
+    assert claims.seed_level([0.50, 0.52, 0.51], [0.50, 0.515, 0.505], 0.02)["verdict"] == "equivalent within the margin"
+    assert claims.seed_level([0.50, 0.60, 0.40], [0.50, 0.515, 0.505], 0.02)["verdict"] == "cannot decide"
+
+
+def test_zero_one_scores_are_decided_by_mcnemar():
+    base = {f"i{i}": 0.0 for i in range(50)}
+    four_wins = {**base, **{f"i{i}": 1.0 for i in range(4)}}
+    got = claims.compare_items(four_wins, base, 0.05)
+    assert got["mcnemar"] and got["p"] == pytest.approx(0.125)  # 4 of 4 discordant pairs; the t-test says 0.044
