@@ -482,7 +482,8 @@ def cmd_compare(argv: list[str]) -> int:
         print(f"accepted: {args.to} is now this run's results ({len(failed)} difference(s) accepted)")
         return 0
     if failed:
-        print(f"{len(failed)} regression(s) against {args.to}", file=sys.stderr)
+        changed = sum(c.what in ("fingerprint", "metric") for c in failed)  # changes to accept, not drops
+        print(f"{len(failed) - changed} regression(s) and {changed} change(s) against {args.to}", file=sys.stderr)
         return 1
     print(f"no regression against {args.to} ({len(checks)} checks)")
     return 0

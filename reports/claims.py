@@ -265,6 +265,45 @@ def final_gap(folder: Path, method: str, task: str) -> float:
     return next(r["gap_index"] for r in reversed(trace) if r.get("gap_index") is not None)
 
 
+def sensitivity_block(study: Path, task: str = "wmt19", reference: str = "rq2-wmt19-seed0") -> str:
+    """The sensitivity runs (the first 50 of RQ2's test items) against RQ2's row of the same selector on the same
+    items: `case-dynamic` at 5, 10 and 20 pulls a query against 13, and the LTR rankers over every arm against
+    DEARICL's shortlist; Holm within each family, for the difference and for the TOST."""
+    families = [("`case-dynamic`, pulls a query", [(f"{n}" + (" (cold start only)" if n == 5 else ""),
+                                                     f"sens-{task}-case-dynamic-{n}", "case-dynamic")
+                                                    for n in (5, 10, 20)]),
+                ("LTR ranker over every arm (own data)", [(f"`{m}`", f"sens-{task}-ltr-all", m)
+                                                          for m in ("pirank", "neuralndcg", "listnet", "ndcgloss2pp")])]
+    out = []
+    for title, members in families:
+        rows, results = [], {}
+        for metric in PRIMARY[task]:
+            margin = MARGINS[metric]
+            got = [compare_items(item_scores(study / folder, m, task, metric),
+                                 item_scores(study / reference, m, task, metric), margin) for _, folder, m in members]
+            holm = multipletests([g["p"] for g in got], method="holm")[1]
+            holm_tost = multipletests([g["p_tost"] for g in got], method="holm")[1]
+            results[metric] = list(zip(got, holm, holm_tost))
+        for i, (label, _, _) in enumerate(members):
+            row = [label]
+            for metric in PRIMARY[task]:
+                g, h, ht = results[metric][i]
+                row += [_x(g["method"]), _x(g["base"]), _d(g["diff"]), _p(h), _p(ht), _x(g["mdd"], 1)]
+            row.append(verdict(*results[PRIMARY[task][0]][i][1:]))
+            rows.append(row)
+        headers = [title]
+        for metric in PRIMARY[task]:
+            label = LABELS[metric]
+            headers += [f"{label} ×100", "RQ2's, same items", f"Δ {label}", "p (Holm)",
+                        f"p (TOST ±{100 * MARGINS[metric]:g}, Holm)", "MDD"]
+        headers.append(f"verdict ({LABELS[PRIMARY[task][0]]})")
+        out.append(_table(headers, rows))
+    n = compare_items(item_scores(study / families[0][1][0][1], "case-dynamic", task, PRIMARY[task][0]),
+                      item_scores(study / reference, "case-dynamic", task, PRIMARY[task][0]), 0.02)["n"]
+    return (f"Against RQ2's row of the same selector on the same {n} test items (`{reference}`; RQ2's "
+            "`case-dynamic` ran 13 pulls a query):\n\n" + "\n\n".join(out) + "\n")
+
+
 def blocks(study: Path) -> dict[str, str]:
     study = Path(study)
     return {"rq1": pair_block(study, "rq1", "dearicl-static", "case-static"),
@@ -275,7 +314,8 @@ def blocks(study: Path) -> dict[str, str]:
             "calls": calls_block(study),
             "certified-calls": calls_block(study, "certified", ("lucb-static", "dearicl-pac-static"), ratio=False),
             "rq2": rq2_block(study),
-            "rq2-vs-dearicl-dynamic": rq2_block(study, base="dearicl-dynamic")}
+            "rq2-vs-dearicl-dynamic": rq2_block(study, base="dearicl-dynamic"),
+            "sensitivity": sensitivity_block(study)}
 
 
 # ---- READMEs -------------------------------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ export HF_HUB_OFFLINE=1 BENCH_DATA_DIR="${BENCH_DATA_DIR:-$ROOT/../shared/data}"
 mkdir -p "$OUT"
 timed() { local label="$1"; shift; local began; began=$(date +%s); "$@"; echo "$label: $(( $(date +%s) - began )) s" >> "$OUT/times.log"; }
 # the study's settings: 10 validation items a pull, m = 10, eps = 0.1, delta = 0.05, at most 300 pulls (3000 calls)
-STEPS="${STEPS:-cores replay sweep}"  # a subset reruns parts, e.g. STEPS="replay sweep"
+STEPS="${STEPS:-cores replay sweep}"  # a subset reruns parts, e.g. STEPS="replay sweep"; "summaries": the replay's
+                                      # summaries again from its saved fits (OUT/replay/rows.jsonl), untimed
 [[ " $STEPS " == *" cores "* ]] && timed "rq1 cores ($RUNS runs)" "$PY" -m bench simulate --env "table:$TABLE" \
   --methods case,dearicl,dearicl-paper-schedule,dearicl-random,lucb,dearicl-pac --runs "$RUNS" --n-val 10 \
   --budget 300 --no-progress --out "$OUT/rq1-cores.json" > "$OUT/rq1-cores.txt"
@@ -22,8 +23,9 @@ REPLAY=(-m bench table replay "$TABLE" --seeds "$RUNS" --n-val 10 --llm-budget 3
   --param "dearicl-static:paper.epochs_per_round=1" --param "dearicl-static:paper.lr=0.0001"
   --param "dearicl-static:paper.hidden=[256,256,128,64]" --margin 0.02 --no-progress --out "$OUT/replay")
 [[ " $STEPS " == *" replay "* ]] && timed "replay ($RUNS seeds)" "$PY" "${REPLAY[@]}"
+[[ " $STEPS " == *" summaries "* ]] && "$PY" "${REPLAY[@]}" > /dev/null
 # a table with secondary metrics (WMT19's chrF): the same fits scored with each, beside summary.md
-[[ " $STEPS " == *" replay "* ]] && for extra in $("$PY" -c "from bench.reward_table import RewardTable; print(' '.join(RewardTable.load('$TABLE').extras))"); do
+[[ " $STEPS " == *" replay "* || " $STEPS " == *" summaries "* ]] && for extra in $("$PY" -c "from bench.reward_table import RewardTable; print(' '.join(RewardTable.load('$TABLE').extras))"); do
   "$PY" "${REPLAY[@]}" --table-metric "$extra" > /dev/null
 done
 [[ " $STEPS " == *" sweep "* ]] && timed "knob sweep (${SWEEP_RUNS:-$RUNS} runs a setting)" "$PY" "$ROOT/scripts/knob_sweep.py" "$TABLE" --runs "${SWEEP_RUNS:-$RUNS}" --n-val 10 \

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Every result number the READMEs print, recomputed from the committed run folders and reward tables (no LLM call):
+#   1. the study's claims blocks (reports/claims.py) in README.md and the study's README: checked, or rewritten;
+#   2. each reward-table study's replay summaries, from its saved fits (OUT/replay/rows.jsonl; no fit is redone);
+#   3. the study's report.md / report.tex (`bench report`).
+# Then `git status` / `git diff` shows whatever no longer matches the committed text.
+#
+#   bash scripts/reproduce_numbers.sh           # check the README blocks (exit 1 if stale), rewrite 2 and 3
+#   bash scripts/reproduce_numbers.sh --write   # rewrite the README blocks too
+#   CORES=1 bash scripts/reproduce_numbers.sh   # also rerun the bandit cores on every table (~7 min a table)
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+PY=.venv/bin/python
+STUDY=reports/studies/embedded-2026-11
+export HF_HUB_OFFLINE=1 OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+mode=--check
+[[ "${1:-}" == "--write" ]] && mode=--write
+status=0
+"$PY" -m reports.claims "$STUDY" "$mode" README.md "$STUDY/README.md" || status=$?
+for table in reports/tables/*.npz; do
+  out="${table%.npz}"
+  [[ -f "$out/replay/rows.jsonl" ]] || continue
+  steps=summaries
+  [[ -n "${CORES:-}" ]] && steps="cores summaries"
+  echo "== $table: $steps"
+  STEPS="$steps" bash scripts/table_study.sh "$table" "$out"
+done
+"$PY" -m bench report "$STUDY" > /dev/null
+git status --short -- README.md reports/
+exit $status
