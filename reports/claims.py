@@ -304,6 +304,65 @@ def sensitivity_block(study: Path, task: str = "wmt19", reference: str = "rq2-wm
             "`case-dynamic` ran 13 pulls a query):\n\n" + "\n\n".join(out) + "\n")
 
 
+REPLAY_LABELS = {"dearicl-static:paper": "`dearicl-static`, paper schedule (1 epoch, lr 1e-4)",
+                 "dearicl-static": "`dearicl-static`, harness schedule (4 epochs, lr 1e-3)"}
+
+
+def replay_block(folder: Path) -> str:
+    """A reward-table study's selectors (`bench table replay`'s summary.json, and summary-chrf.json where the table
+    has chrF, which then decides): test score, regret against the exact truth, cost, the surrogate's ranking of
+    the arms it never pulled, and each against the baseline across seeds."""
+    replay = folder / "replay"
+    main = json.loads((replay / "summary.json").read_text())
+    second = json.loads((replay / "summary-chrf.json").read_text()) if (replay / "summary-chrf.json").is_file() else None
+    decide = second or main  # the metric the verdicts rest on
+    by = {c["method"]: c for c in decide["comparisons"]}
+    scores2 = {m["method"]: m for m in second["methods"]} if second else {}
+    rows = []
+    for m in main["methods"]:
+        name = m["method"]
+        row = [REPLAY_LABELS.get(name, f"`{name}`"), f"{m['test_score']:.3f} [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]"]
+        if second:
+            c2 = scores2[name]
+            row.append(f"{c2['test_score']:.3f} [{c2['ci95'][0]:.3f}, {c2['ci95'][1]:.3f}]")
+        row += [f"{m['regret']:.3f}", f"{m['pulls']:.0f}", f"{m['rounds']:.0f}", f"{m['calls']:.0f}",
+                "" if m.get("rank_corr_held_out") is None else f"{m['rank_corr_held_out']:+.2f}"]
+        c = by.get(name)
+        row += ["", "", "", ""] if c is None else [
+            f"{c['mean_difference']:+.3f} ({_p(c['p_holm'])})", _p(c["p_tost_holm"]), f"{c['mdd']:.3f}", c["verdict"]]
+        rows.append(row)
+    label = "chrF" if second else "test score"
+    first = LABELS.get(main["meta"].get("metric", ""), "test score") if second else "test score"
+    headers = ["selector", f"{first} [95% CI]"] + (["chrF [95% CI]"] if second else []) + [
+        "regret vs truth", "pulls", "rounds", "calls", "held-out rank corr.", f"Δ {label} vs CASE (Holm p)",
+        f"TOST ±{decide['comparisons'][0]['margin']:g} (Holm p)", "MDD (Holm level)", "verdict"]
+    ref = main["reference"]
+    return (f"{len(main['methods'])} selectors × {main['methods'][0]['seeds']} seeds, each seed one paired "
+            f"observation; the arms' test scores span up to {ref['best_arm']:.3f} (mean {ref['mean_arm']:.3f}, sd "
+            f"{ref['arms_sd']:.3f}), the arm best on the validation truth scores {ref['truth_best_arm']:.3f}:\n\n"
+            + _table(headers, rows) + "\n")
+
+
+def cores_block(folder: Path) -> str:
+    """The bandit cores against a table's exact truth (`bench simulate --env table:`'s rq1-cores.json)."""
+    d = json.loads((folder / "rq1-cores.json").read_text())
+    rows = [[f"`{r['method']}`", f"{r['mean_rounds']:.1f}", f"{r['mean_pulls']:.1f} ± {r['pulls_se']:.1f}",
+             f"{r['mean_calls']:.0f}", f"{r['eps_error_rate']:.2f} ({r['eps_error_ucb95']:.2f})",
+             f"{r['mean_simple_regret']:.3f} ± {r['simple_regret_se']:.3f}", f"{r['coverage']:.2f}",
+             ", ".join(f"{k} {v}" for k, v in stop_counts(r).items())] for r in d["results"]]
+    return (f"{d['env']['runs']} runs a method, {d['env']['n_val']} validation items a pull, m = {d['env']['m']}, "
+            f"ε = {d['env']['epsilon']}, δ = {d['env']['delta']}:\n\n"
+            + _table(["method", "stop round", "pulls", "calls", "eps-error (95% bound)", "simple regret",
+                      "width coverage", "stops"], rows) + "\n")
+
+
+def stop_counts(result: dict) -> dict:
+    stops = result.get("stops") or result.get("stopped_by") or {}
+    if isinstance(stops, list):
+        return {k: stops.count(k) for k in dict.fromkeys(stops)}
+    return dict(stops)
+
+
 def blocks(study: Path) -> dict[str, str]:
     study = Path(study)
     return {"rq1": pair_block(study, "rq1", "dearicl-static", "case-static"),
@@ -315,7 +374,20 @@ def blocks(study: Path) -> dict[str, str]:
             "certified-calls": calls_block(study, "certified", ("lucb-static", "dearicl-pac-static"), ratio=False),
             "rq2": rq2_block(study),
             "rq2-vs-dearicl-dynamic": rq2_block(study, base="dearicl-dynamic"),
-            "sensitivity": sensitivity_block(study)}
+            "sensitivity": sensitivity_block(study),
+            **table_blocks(study.parents[1] / "tables")}
+
+
+def table_blocks(tables: Path) -> dict[str, str]:
+    """`table-NAME-replay` and `table-NAME-cores` for every reward-table study folder under `tables`."""
+    out = {}
+    for folder in sorted(p for p in tables.glob("*-gemma3-270m") if p.is_dir()) if tables.is_dir() else []:
+        name = folder.name.split("-")[0]
+        if (folder / "replay" / "summary.json").is_file():
+            out[f"table-{name}-replay"] = replay_block(folder)
+        if (folder / "rq1-cores.json").is_file():
+            out[f"table-{name}-cores"] = cores_block(folder)
+    return out
 
 
 # ---- READMEs -------------------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ export HF_HUB_OFFLINE=1 OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 mode=--check
 [[ "${1:-}" == "--write" ]] && mode=--write
 status=0
-"$PY" -m reports.claims "$STUDY" "$mode" README.md "$STUDY/README.md" || status=$?
+"$PY" -m reports.claims "$STUDY" "$mode" README.md "$STUDY/README.md" reports/tables/README.md || status=$?
 for table in reports/tables/*.npz; do
   out="${table%.npz}"
   [[ -f "$out/replay/rows.jsonl" ]] || continue
