@@ -94,8 +94,12 @@ class BanditSelector(Selector):
         cfg = NeuralConfig(**{**asdict(self.neural), "seed": seed})
         return NeuralSurrogate(prep.val_emb, arm_embeddings(prep.arms, prep.demo_emb), delta=self.delta, config=cfg)
 
+    def top_m_size(self, n_arms: int) -> int:
+        """m, lowered on a small pool so that the top m and its challengers leave an arm outside them."""
+        return min(self.m, max(1, n_arms - self.challengers - 1))
+
     def run_bandit(self, ctx: FitContext, prep: Prepared, surrogate, **overrides) -> BanditResult:
-        m = min(self.m, max(1, len(prep.arms) - self.challengers - 1))
+        m = self.top_m_size(len(prep.arms))
         self.result_ = GapIndexTopM(prep.env, surrogate, self.bandit_config(ctx, m=m, **overrides)).run()
         return self.result_
 

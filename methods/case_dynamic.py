@@ -59,8 +59,7 @@ class CaseDynamic(BanditSelector):
         per_query = ctx.oracle.child(budget=None)  # per query: max_pulls below; the run budget binds via the parent
         distinct_before = ctx.oracle.calls
         env = OracleEnvironment(per_query, ctx.pool, prep.arms, ctx.validation)
-        m = min(self.m, max(1, len(prep.arms) - self.challengers - 1))
-        cfg = self.bandit_config(ctx, m=m, max_pulls=self.pulls_per_query)
+        cfg = self.bandit_config(ctx, m=self.top_m_size(len(prep.arms)), max_pulls=self.pulls_per_query)
         result = GapIndexTopM(env, self.linear_surrogate(features), cfg).run()
         if result.pulls == 0:
             raise FitFailed(f"case-dynamic: --llm-budget ran out before query {query.id} got a single pull, so its "

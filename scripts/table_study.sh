@@ -19,7 +19,7 @@ STEPS="${STEPS:-cores replay sweep}"  # a subset reruns parts, e.g. STEPS="repla
   --budget 300 --no-progress --out "$OUT/rq1-cores.json" > "$OUT/rq1-cores.txt"
 # the harness's selectors, paper and harness schedules of DEARICL side by side; resumable through OUT/replay
 REPLAY=(-m bench table replay "$TABLE" --seeds "$RUNS" --n-val 10 --llm-budget 3000
-  --methods case-static,dearicl-static:paper,dearicl-static,lucb-static,dearicl-pac-static,dearicl-dynamic,dearicl-random
+  --methods case-static,dearicl-static:paper,dearicl-static,lucb-static,dearicl-pac-static,dearicl-dynamic,dearicl-random,dearicl-noexplore,dearicl-pac-dynamic
   --param "dearicl-static:paper.epochs_per_round=1" --param "dearicl-static:paper.lr=0.0001"
   --param "dearicl-static:paper.hidden=[256,256,128,64]" --margin 0.02 --no-progress --out "$OUT/replay")
 [[ " $STEPS " == *" replay "* ]] && timed "replay ($RUNS seeds)" "$PY" "${REPLAY[@]}"

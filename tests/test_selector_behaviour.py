@@ -318,3 +318,36 @@ def test_lucb_static_passes_its_settings_on_and_guards_its_edges(world, encoder,
     for arms, m in ((2, 1), (3, 2)):  # m is clamped below the number of arms: a top m needs an arm outside it
         fit(n_arms=arms, m=10, max_pulls=8)
         assert seen["m"] == m
+
+
+@pytest.mark.parametrize("name", ["case-static", "case-dynamic", "dearicl-static"])
+def test_the_gap_index_bandits_lower_m_on_a_small_pool_and_keep_their_best_estimated_arm(name, world, encoder,
+                                                                                          monkeypatch):
+    """m leaves the challengers and one arm outside the top m (4 arms, 2 challengers: m 1; 5 arms: m 2), and the
+    choice is U_T's first arm, the best estimated (case-dynamic per query; the static ones after re-scoring)."""
+    import methods.bandit_base
+    import methods.case_dynamic
+    from dearicl.bandit import GapIndexTopM
+
+    runs = []
+
+    class Spy(GapIndexTopM):
+        def run(self):
+            result = super().run()
+            runs.append((self.cfg.m, result, self.s.means(np.array(result.top_m))))
+            return result
+
+    monkeypatch.setattr(methods.bandit_base, "GapIndexTopM", Spy)
+    monkeypatch.setattr(methods.case_dynamic, "GapIndexTopM", Spy)
+    task, splits = world
+    for arms, m in ((4, 1), (5, 2), (16, 3)):
+        oracle = RewardOracle(LLMClient(RulesLearner()), task, name, bertscore=None)
+        ctx = FitContext(task=task, pool=splits.pool, validation=splits.validation, encoder=encoder, oracle=oracle,
+                         seed=0, k=K)
+        selector = create(name, {**params_for(name), "n_arms": arms, "m": 3, "challengers": 2}).fit(ctx)
+        chosen = selector.select(splits.test[0])
+        got_m, result, means = runs[-1]
+        assert got_m == m and len(result.top_m) == m, (name, arms, got_m)
+        assert list(means) == sorted(means, reverse=True)  # U_T best first
+        if name == "case-dynamic":
+            assert chosen == selector.prep_.env.demos(result.top_m[0])
