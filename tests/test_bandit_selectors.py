@@ -121,6 +121,17 @@ def test_case_dynamic_with_only_cold_start_pulls_says_so(tmp_path, data_dir, fak
     assert (max(pulls_made) <= 2) is warned  # the warning is true: the cold-start pulls only
 
 
+def test_case_dynamic_with_every_arm_as_cold_start_fits_without_the_warning(tmp_path, data_dir, fake):
+    """cold_start "all" (GIFA's start: every arm once) is no number to compare pulls_per_query with: no crash, no
+    cold-start warning, and every query's run pulls every arm."""
+    params = {"*": {**SMALL["*"], "cold_start": "all", "n_arms": 4, "pulls_per_query": 4}}
+    cfg = make_config(tmp_path, data_dir, methods=["case-dynamic"], tasks=["gsm8k"], n_test=2, n_val=4,
+                      pool_size=40, method_params=params)
+    run = Runner(cfg).run()["runs"][0]
+    assert run["error"] is None and not any("no gap-index round" in w for w in run["warnings"])
+    assert [r["select_info"]["pulls"] for r in lines(tmp_path / "run" / "records.jsonl")] == [4, 4]
+
+
 def test_case_dynamic_query_without_a_pull_fails_the_row(tmp_path, data_dir, fake):
     cfg = make_config(tmp_path, data_dir, methods=["case-dynamic", "knn"], tasks=["gsm8k"], n_test=4, n_val=4,
                       pool_size=40, method_params=SMALL, llm_budget=3)
