@@ -343,6 +343,33 @@ def replay_block(folder: Path) -> str:
             + _table(headers, rows) + "\n")
 
 
+def ablation_block(tables: Path, base: str = "dearicl-dynamic",
+                   ablations: tuple[str, ...] = ("dearicl-noexplore", "dearicl-random")) -> str:
+    """The paper's ablations of DEARICL_dynamic on every reward table: the method against each ablation, paired by
+    seed from the replays' saved fits (rows.jsonl), Holm over each table's comparisons, TOST at the replay's margin."""
+    from bench.replay import summarise
+    from bench.reward_table import RewardTable
+
+    rows = []
+    for folder in sorted(p for p in tables.glob("*-gemma3-270m") if (p / "replay" / "rows.jsonl").is_file()):
+        main = json.loads((folder / "replay" / "summary.json").read_text())
+        metric = "chrf" if (folder / "replay" / "summary-chrf.json").is_file() else "metric"
+        fits = [json.loads(line) for line in (folder / "replay" / "rows.jsonl").read_text().splitlines() if line]
+        fits = [r for r in fits if r["method"] in (base, *ablations)]
+        if {r["method"] for r in fits} != {base, *ablations}:
+            continue
+        table = RewardTable.load(tables / f"{folder.name}.npz")
+        margin = main["comparisons"][0]["margin"]
+        got = summarise(fits, table, main["reward"], base, margin, metric)
+        score = {m["method"]: m["test_score"] for m in got["methods"]}
+        for c in got["comparisons"]:
+            rows.append([folder.name.split("-")[0], f"`{c['method']}`", f"{score[base]:.3f}", f"{score[c['method']]:.3f}",
+                         f"{-c['mean_difference']:+.3f}", _p(c["p_holm"]), _p(c["p_tost_holm"]), f"{c['mdd']:.3f}",
+                         c["verdict"]])
+    return _table(["table", "ablation", f"`{base}`", "ablation's score", f"`{base}` − ablation (paired by seed)",
+                   "p (Wilcoxon, Holm)", "TOST ±0.02 (Holm p)", "MDD (Holm level)", "verdict"], rows) + "\n"
+
+
 def cores_block(folder: Path) -> str:
     """The bandit cores against a table's exact truth (`bench simulate --env table:`'s rq1-cores.json)."""
     d = json.loads((folder / "rq1-cores.json").read_text())
@@ -380,7 +407,7 @@ def blocks(study: Path) -> dict[str, str]:
 
 def table_blocks(tables: Path) -> dict[str, str]:
     """`table-NAME-replay` and `table-NAME-cores` for every reward-table study folder under `tables`."""
-    out = {}
+    out = {"table-ablations": ablation_block(tables)} if tables.is_dir() else {}
     for folder in sorted(p for p in tables.glob("*-gemma3-270m") if p.is_dir()) if tables.is_dir() else []:
         name = folder.name.split("-")[0]
         if (folder / "replay" / "summary.json").is_file():
