@@ -372,15 +372,26 @@ def ablation_block(tables: Path, base: str = "dearicl-dynamic",
 
 def cores_block(folder: Path) -> str:
     """The bandit cores against a table's exact truth (`bench simulate --env table:`'s rq1-cores.json)."""
+    from reports.study import PAPER_CALLS, PAPER_ROUNDS
+
     d = json.loads((folder / "rq1-cores.json").read_text())
-    rows = [[f"`{r['method']}`", f"{r['mean_rounds']:.1f}", f"{r['mean_pulls']:.1f} ± {r['pulls_se']:.1f}",
-             f"{r['mean_calls']:.0f}", f"{r['eps_error_rate']:.2f} ({r['eps_error_ucb95']:.2f})",
-             f"{r['mean_simple_regret']:.3f} ± {r['simple_regret_se']:.3f}", f"{r['coverage']:.2f}",
-             ", ".join(f"{k} {v}" for k, v in stop_counts(r).items())] for r in d["results"]]
+    task = d["env"].get("task", "")
+    as_selector = {"case": "case-static", "dearicl-paper-schedule": "dearicl-static"}  # the paper's two methods
+
+    def paper(method: str) -> str:
+        key = (as_selector.get(method, ""), task)
+        return f"{PAPER_CALLS[key]} / {PAPER_ROUNDS.get(key, '–')}" if key in PAPER_CALLS else ""
+
+    rows = [[f"`{r['method']}`", f"{r['mean_rounds']:.1f} ± {r['rounds_se']:.1f}",
+             f"{r['mean_pulls']:.1f} ± {r['pulls_se']:.1f}", f"{r['mean_calls']:.0f} ± {r['calls_se']:.0f}",
+             f"{r['eps_error_rate']:.2f} ({r['eps_error_ucb95']:.2f})",
+             f"{r['mean_simple_regret']:.3f} ± {r['simple_regret_se']:.3f}", f"{r['coverage']:.2f} ± {r['coverage_se']:.2f}",
+             ", ".join(f"{k} {v}" for k, v in stop_counts(r).items()), paper(r["method"])] for r in d["results"]]
     return (f"{d['env']['runs']} runs a method, {d['env']['n_val']} validation items a pull, m = {d['env']['m']}, "
-            f"ε = {d['env']['epsilon']}, δ = {d['env']['delta']}:\n\n"
+            f"ε = {d['env']['epsilon']}, δ = {d['env']['delta']}; mean ± standard error over the runs; eps-error with "
+            "its 95% upper bound:\n\n"
             + _table(["method", "stop round", "pulls", "calls", "eps-error (95% bound)", "simple regret",
-                      "width coverage", "stops"], rows) + "\n")
+                      "width coverage", "stops", "paper: calls / rounds (its task and model)"], rows) + "\n")
 
 
 def stop_counts(result: dict) -> dict:
