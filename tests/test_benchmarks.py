@@ -97,3 +97,34 @@ def test_linear_widths(benchmark):
     surrogate.update()
     widths = benchmark(surrogate.widths, np.arange(10, 15), np.arange(10), 20)
     assert widths.shape == (5, 10) and (widths > 0).all()
+
+
+# the selectors a table study replays (scripts/table_study.sh), with the paper schedule's DEARICL beside the harness's
+REPLAYED = {"case-static": {}, "dearicl-static:paper": {"epochs_per_round": 1, "lr": 1e-4, "hidden": [256, 256, 128, 64]},
+            "dearicl-static": {}, "lucb-static": {}, "dearicl-pac-static": {}, "dearicl-dynamic": {},
+            "dearicl-random": {}, "dearicl-noexplore": {}, "dearicl-pac-dynamic": {}}
+
+
+def test_replay_rq1_from_a_recorded_table(benchmark, data_dir, encoder, capsys):
+    """Issue 38's goal: RQ1 replayed on every table x 50 seeds x every bandit in <= 15 minutes on 2 cores. Times one
+    seed of every selector on the TREC table and reports the extrapolation and its ratio to the goal (no assert)."""
+    from pathlib import Path
+
+    from bench.replay import Replay
+
+    tables = sorted((Path(__file__).resolve().parents[1] / "reports" / "tables").glob("*.npz"))
+    replay = Replay.load(next(t for t in tables if t.name.startswith("trec")), data_dir, encoder)
+
+    def one_seed():
+        for name, params in REPLAYED.items():
+            replay.fit_and_score(name, params, 0, 10, "rewards", 3000)
+
+    seconds = benchmark.pedantic(one_seed, rounds=1, iterations=1)
+    per_seed = benchmark.stats.stats.mean if seconds is None else seconds
+    projected = per_seed * 50 * len(tables)
+    benchmark.extra_info.update({"tables": len(tables), "seconds_one_seed_all_selectors": round(per_seed, 1),
+                                 "projected_seconds_50_seeds_every_table": round(projected),
+                                 "ratio_to_15_minute_goal": round(projected / 900, 2)})
+    with capsys.disabled():
+        print(f"\nreplay: one seed of {len(REPLAYED)} selectors {per_seed:.1f} s; 50 seeds x {len(tables)} tables "
+              f"~{projected / 60:.0f} min, {projected / 900:.2f}x the 15-minute goal (one core of this machine)")
