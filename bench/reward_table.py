@@ -198,6 +198,9 @@ def build(task, splits, client: LLMClient, encoder, bertscore, *, n_arms: int, k
     loglik = np.zeros((len(arm_demos), n))
     extras: dict[str, np.ndarray] = {}
     params = client.params_for(task)
+    from bench.provenance import environment
+
+    code = environment().get("git_commit", "")  # the code that runs the build (HEAD may move during an hour's build)
     began = time.perf_counter()
     for a, (got, arm_loglik) in enumerate(record(client, task, arm_demos, items, samples, progress=progress)):
         rewards[a] = reward_of(task, got, list(items) * samples, bertscore).reshape(samples, n).T
@@ -208,15 +211,13 @@ def build(task, splits, client: LLMClient, encoder, bertscore, *, n_arms: int, k
     seconds = time.perf_counter() - began
     LOG.info("reward table %s: %d arms x %d items x %d samples in %.0f s", task.name, len(arm_demos), n, samples,
              seconds)
-    from bench.provenance import environment
-
     meta = {"task": task.name, "answering": task.settings(), "model": client.backend.model_id,
             "metric": task.metric_name, "extras": sorted(extras),
             "decoding": {"temperature": params.temperature, "max_new_tokens": params.max_new_tokens,
                          "stop": list(params.stop)},
             "template_hash": template_hash(task), "k": k, "n_arms": len(arm_demos), "seed": seed, "samples": samples,
             "n_validation": len(splits.validation), "n_test": len(splits.test), "pool_size": len(splits.pool),
-            "code": environment().get("git_commit", ""), "built_at": datetime.now(timezone.utc).isoformat(
+            "code": code, "built_at": datetime.now(timezone.utc).isoformat(
                 timespec="seconds"), "build_seconds": round(seconds, 1)}
     if answers_from is not None:  # the answers came from another machine's run of `table calls`
         meta["answers_recorded"] = answers_from

@@ -424,3 +424,23 @@ def test_a_batched_path_that_disagrees_with_one_call_at_a_time_stops_the_recordi
     assert check["greedy_outputs_differ"] == 0
     assert "batching_check" not in answer_plan(plan, LLMClient(FakeBackend(varied), None, params=params),
                                                progress=False, check=False)
+
+
+def test_a_tables_code_version_is_the_one_its_build_started_from(encoder, tmp_path, monkeypatch):
+    """An hour's build outlives commits: meta.code names the commit when the build began, not when it saved."""
+    import bench.provenance
+
+    class Learner(RulesLearner):
+        answered = False
+
+        def answer(self, prompt):
+            Learner.answered = True  # a commit lands while the build runs
+            return super().answer(prompt)
+
+    monkeypatch.setattr(bench.provenance, "environment",
+                        lambda: {"git_commit": "bbbbbbb" if Learner.answered else "aaaaaaa"})
+    task = make_task("rules").configure()
+    splits = task.load_splits(None, n_test=2, n_val=2, pool_size=40, seed=0)
+    t = build(task, splits, LLMClient(Learner(), CallCache(tmp_path / "c.sqlite")), encoder, None, n_arms=2,
+              k=2, seed=0, samples=1, progress=False)
+    assert t.meta["code"] == "aaaaaaa"
