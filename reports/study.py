@@ -93,7 +93,7 @@ def score_rows(loaded: dict[Path, dict], sources: dict, baseline: str | None = N
 
     cells: dict[tuple[str, str, str], list[tuple[dict, object, str]]] = {}
     for folder, results in loaded.items():
-        base = tables.pick_baseline(results["runs"], baseline)
+        base = tables.pick_baseline(results["runs"], baseline or part_baseline(folder))
         tests = tables.significance(read_records(folder / "records.jsonl"), base) if base else {}
         for row in results["runs"]:
             key = (row["task"], study_part(folder.name, row["task"]), row["method"])
@@ -194,6 +194,13 @@ def convergence_figures(folder: Path, fits: dict[Path, dict]) -> dict[str, Path]
             for task, traces in sorted(by_task.items())}
 
 
+def part_baseline(run: Path) -> str | None:
+    """A study part's paired tests are against its first selector (rq1: `case-static`) where neither of the
+    report's defaults (`case-dynamic`, `zero-shot`) ran in it: the baseline its published report was rendered with."""
+    methods = [r["method"] for r in json.loads((run / "results.json").read_text())["runs"]]
+    return None if {"case-dynamic", "zero-shot"} & set(methods) or not methods else methods[0]
+
+
 def write_study_report(folder: Path, baseline: str | None = None) -> Path:
     from reports import tables
     from reports.render import write_report
@@ -201,7 +208,7 @@ def write_study_report(folder: Path, baseline: str | None = None) -> Path:
     folder = Path(folder)
     runs = study_runs(folder)
     for run in runs:
-        write_report(run, baseline)
+        write_report(run, baseline or part_baseline(run))
     md = [f"# Study: {folder.name}", "",
           f"Run folders: {', '.join(f'[`{r.name}`]({r.name}/report.md)' for r in runs)}. Each has its own report "
           "(paired tests, power, costs, convergence plots).", ""]

@@ -390,3 +390,7 @@ def test_study_scores_table_has_a_row_per_task_part_and_method_with_the_runs_own
     assert r"95\% CI" in tex and "‡" not in tex and r"$^\ddagger$" in tex  # LaTeX: % escaped, marks as symbols
     seeds = rows[("rq1", "case-static")]
     assert seeds[3] == "2" and seeds[6] == f"{100 * base.mean() + 0.5:.2f} ± 0.71" and seeds[7] == ""
+    # a part without case-dynamic or zero-shot is tested against its first selector, as its report was published
+    _make_run(study / "rq1-wmt19-seed2", {"case-static": base, "dearicl-static": base - 0.2 + noise}, task="wmt19")
+    assert main(["report", str(study)]) == 0
+    assert "Significance baseline: `case-static`" in (study / "rq1-wmt19-seed2" / "report.md").read_text()
