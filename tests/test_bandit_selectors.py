@@ -250,3 +250,5 @@ def test_case_dynamic_scale_trace_and_call_bound(tmp_path, data_dir, fake):
     summary = lines(tmp_path / "run" / "fits.jsonl")[0]["trace"][0]
     assert summary["summary"] is True and summary["surrogate"] == "linear" and summary["pulls_per_query"] == 3
     assert create("case-dynamic", {"pulls_per_query": 3}).selection_call_bound(4, 5) == 3 * 4 * 5
+    unfitted = create("case-dynamic", {})
+    assert unfitted.scale() == {} and unfitted.trace() == []  # nothing ran: no size or trace to report
