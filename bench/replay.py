@@ -32,7 +32,7 @@ from bench.items import Item
 from bench.log import LOG, Progress
 from bench.oracle import Pull, RewardOracle
 from bench.reward_table import RewardTable, table_splits
-from reports.stats import min_detectable_difference
+from reports.stats import min_detectable_difference, tost_paired, verdict
 
 
 class TableOracle(RewardOracle):
@@ -195,7 +195,6 @@ def summarise(rows: list[dict], table: RewardTable, reward: str, baseline: str, 
     """Per method across seeds, and each method against the baseline: paired by seed."""
     from scipy import stats
     from statsmodels.stats.multitest import multipletests
-    from statsmodels.stats.weightstats import ttost_paired
 
     methods = list(dict.fromkeys(r["method"] for r in rows))
     by = {m: {r["seed"]: r for r in rows if r["method"] == m} for m in methods}
@@ -231,10 +230,7 @@ def summarise(rows: list[dict], table: RewardTable, reward: str, baseline: str, 
         p = float(stats.wilcoxon(diff).pvalue) if len(diff) > 1 and np.any(diff != 0) else 1.0
         a = np.array([test_score(by[m][s], metric_name) for s in seeds])
         b = np.array([test_score(by[baseline][s], metric_name) for s in seeds])
-        if len(seeds) > 1 and diff.std() > 0:
-            tost = float(ttost_paired(a, b, -margin, margin)[0])
-        else:  # no spread: the difference is known exactly
-            tost = 0.0 if abs(diff.mean()) < margin else 1.0
+        tost = tost_paired(a, b, margin)
         raw.append(p)
         raw_tost.append(tost)
         sd = float(diff.std(ddof=1)) if len(diff) > 1 else float("nan")
@@ -248,9 +244,7 @@ def summarise(rows: list[dict], table: RewardTable, reward: str, baseline: str, 
         for row, p_holm, tost_holm in zip(summary["comparisons"], multipletests(raw, method="holm")[1],
                                           multipletests(raw_tost, method="holm")[1]):
             row["p_holm"], row["p_tost_holm"] = float(p_holm), float(tost_holm)
-            row["verdict"] = ("differs, by less than the margin" if p_holm < 0.05 and tost_holm < 0.05
-                              else "differs" if p_holm < 0.05 else "equivalent within the margin"
-                              if tost_holm < 0.05 else "cannot decide")
+            row["verdict"] = verdict(p_holm, tost_holm)
     return summary
 
 

@@ -26,14 +26,14 @@ import json
 import math
 import re
 import sys
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
-from statsmodels.stats.weightstats import ttost_paired
 
-from reports.stats import PairedTTest, min_detectable_difference
+from reports.stats import PairedTTest, min_detectable_difference, tost_paired, verdict
 
 MARGINS = {"chrf": 0.02, "bertscore_f1": 0.02, "exact_match": 0.05}
 PRIMARY = {"wmt19": ("chrf", "bertscore_f1"), "gsm8k": ("exact_match",), "aquarat": ("exact_match",)}
@@ -52,34 +52,23 @@ BLOCK = re.compile(r"(<!-- claims:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /cla
 
 
 # ---- data ----------------------------------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _run_records(folder: Path) -> tuple[dict, tuple[dict, ...]]:
+    """A run folder's results.json and records, read once however many cells and metrics ask."""
+    with (folder / "records.jsonl").open() as fh:
+        return json.loads((folder / "results.json").read_text()), tuple(json.loads(line) for line in fh)
+
+
 def item_scores(folder: Path, method: str, task: str, metric: str) -> dict[str, float]:
     """Each test item's score of one (method, task) cell under `metric`: the record's score where the run scored by
     that metric (results.json says which), else its secondary metric of that name."""
-    results = json.loads((folder / "results.json").read_text())
+    results, records = _run_records(Path(folder))
     row = next(r for r in results["runs"] if r["method"] == method and r["task"] == task)
-    out = {}
-    with (folder / "records.jsonl").open() as fh:
-        for line in fh:
-            rec = json.loads(line)
-            if rec["method"] == method and rec["task"] == task:
-                out[rec["item_id"]] = rec["score"] if row["metric"] == metric else rec["extra"][metric]
+    out = {rec["item_id"]: rec["score"] if row["metric"] == metric else rec["extra"][metric]
+           for rec in records if rec["method"] == method and rec["task"] == task}
     if not out:
         raise ValueError(f"{folder.name}: no records of {method} on {task}")
     return out
-
-
-def tost_p(a: np.ndarray, b: np.ndarray, margin: float) -> float:
-    """Paired TOST of |mean(a - b)| < margin; a difference without spread is known exactly."""
-    diff = a - b
-    if len(diff) < 2 or np.std(diff) == 0:
-        return 0.0 if abs(float(np.mean(diff))) < margin else 1.0
-    return float(ttost_paired(a, b, -margin, margin)[0])
-
-
-def verdict(p_diff: float, p_equiv: float, alpha: float = ALPHA) -> str:
-    if not math.isnan(p_diff) and p_diff < alpha:
-        return "differs, by less than the margin" if p_equiv < alpha else "differs"
-    return "equivalent within the margin" if p_equiv < alpha else "cannot decide"
 
 
 def compare_items(method_scores: dict[str, float], base_scores: dict[str, float], margin: float,
@@ -92,7 +81,7 @@ def compare_items(method_scores: dict[str, float], base_scores: dict[str, float]
     test = PairedTTest.of(dict(zip(common, a)), dict(zip(common, b)))
     sd = float(np.std(a - b, ddof=1)) if len(common) > 1 else math.nan
     return {"n": len(common), "method": float(a.mean()), "base": float(b.mean()), "diff": float((a - b).mean()),
-            "p": test.deciding_p(), "mcnemar": test.mcnemar_p is not None, "p_tost": tost_p(a, b, margin),
+            "p": test.deciding_p(), "mcnemar": test.mcnemar_p is not None, "p_tost": tost_paired(a, b, margin),
             "mdd": min_detectable_difference(sd, len(common), alpha=alpha)}
 
 
@@ -102,8 +91,9 @@ def seed_level(method_means: list[float], base_means: list[float], margin: float
     diff = a - b
     p = float(stats.ttest_rel(a, b).pvalue) if len(diff) > 1 and np.std(diff) > 0 else math.nan
     sd = float(np.std(diff, ddof=1)) if len(diff) > 1 else math.nan
-    return {"seeds": len(diff), "diff": float(diff.mean()), "sd": sd, "p": p, "p_tost": tost_p(a, b, margin),
-            "mdd": min_detectable_difference(sd, len(diff)), "verdict": verdict(p, tost_p(a, b, margin))}
+    p_tost = tost_paired(a, b, margin)
+    return {"seeds": len(diff), "diff": float(diff.mean()), "sd": sd, "p": p, "p_tost": p_tost,
+            "mdd": min_detectable_difference(sd, len(diff)), "verdict": verdict(p, p_tost)}
 
 
 # ---- blocks --------------------------------------------------------------------------------------------------------
@@ -386,19 +376,12 @@ def cores_block(folder: Path) -> str:
              f"{r['mean_pulls']:.1f} ± {r['pulls_se']:.1f}", f"{r['mean_calls']:.0f} ± {r['calls_se']:.0f}",
              f"{r['eps_error_rate']:.2f} ({r['eps_error_ucb95']:.2f})",
              f"{r['mean_simple_regret']:.3f} ± {r['simple_regret_se']:.3f}", f"{r['coverage']:.2f} ± {r['coverage_se']:.2f}",
-             ", ".join(f"{k} {v}" for k, v in stop_counts(r).items()), paper(r["method"])] for r in d["results"]]
+             ", ".join(f"{k} {v}" for k, v in r["stopped_by"].items()), paper(r["method"])] for r in d["results"]]
     return (f"{d['env']['runs']} runs a method, {d['env']['n_val']} validation items a pull, m = {d['env']['m']}, "
             f"ε = {d['env']['epsilon']}, δ = {d['env']['delta']}; mean ± standard error over the runs; eps-error with "
             "its 95% upper bound:\n\n"
             + _table(["method", "stop round", "pulls", "calls", "eps-error (95% bound)", "simple regret",
                       "width coverage", "stops", "paper: calls / rounds (its task and model)"], rows) + "\n")
-
-
-def stop_counts(result: dict) -> dict:
-    stops = result.get("stops") or result.get("stopped_by") or {}
-    if isinstance(stops, list):
-        return {k: stops.count(k) for k in dict.fromkeys(stops)}
-    return dict(stops)
 
 
 def blocks(study: Path) -> dict[str, str]:

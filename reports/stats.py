@@ -123,3 +123,20 @@ def holm(pvalues: dict) -> dict:
         running = max(running, min(1.0, (len(valid) - rank) * p))
         adjusted[key] = running
     return adjusted
+
+
+def tost_paired(a: np.ndarray, b: np.ndarray, margin: float) -> float:
+    """Paired TOST p of |mean(a - b)| < margin (statsmodels); a difference without spread is known exactly."""
+    from statsmodels.stats.weightstats import ttost_paired
+
+    diff = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    if len(diff) < 2 or np.std(diff) == 0:
+        return 0.0 if abs(float(np.mean(diff))) < margin else 1.0
+    return float(ttost_paired(a, b, -margin, margin)[0])
+
+
+def verdict(p_diff: float, p_equiv: float, alpha: float = 0.05) -> str:
+    """A comparison's verdict from its difference test and its equivalence test (TOST) against a preset margin."""
+    if not math.isnan(p_diff) and p_diff < alpha:
+        return "differs, by less than the margin" if p_equiv < alpha else "differs"
+    return "equivalent within the margin" if p_equiv < alpha else "cannot decide"
