@@ -19,6 +19,9 @@ MUTMUT="$ROOT/.venv/bin/mutmut"
 [[ -x "$MUTMUT" ]] || { echo "error: mutmut is not installed: .venv/bin/pip install -e '.[mutation]'" >&2; exit 2; }
 MODULES=("$@")
 [[ ${#MODULES[@]} -gt 0 ]] || MODULES=(knn case_dynamic)
+# BENCH_FRESH_FITS: the behavioural tests fit per test, not once per module, so that mutmut (which runs a mutant
+# against the tests that called its function) credits every test with its fit, not only the first one
+export BENCH_FRESH_FITS=1
 # one torch thread per mutmut worker: two workers on 2 cores, without thread pools fighting over them
 export BENCH_DATA_DIR="${BENCH_DATA_DIR:-$ROOT/../shared/data}" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 OUT="$ROOT/reports/mutation"

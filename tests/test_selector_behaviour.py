@@ -12,6 +12,7 @@ A selector whose core step is inverted (the worst kept) or skipped (no learning,
 """
 import inspect
 import json
+import os
 import random
 from pathlib import Path
 
@@ -66,11 +67,13 @@ def world():
 
 @pytest.fixture(scope="module")
 def fits(world, encoder):
-    """Each selector fitted once for the module (fits are the slow part)."""
+    """Each selector fitted once for the module (fits are the slow part); under BENCH_FRESH_FITS=1 (set by
+    scripts/mutation.sh) every test fits its own, so mutmut credits each test with the code its fit runs."""
     cache = {}
+    fresh = os.environ.get("BENCH_FRESH_FITS") == "1"
 
     def fit(name):
-        if name not in cache:
+        if name not in cache or fresh:
             task, splits = world
             oracle = RewardOracle(LLMClient(RulesLearner()), task, name, bertscore=None)
             ctx = FitContext(task=task, pool=splits.pool, validation=splits.validation, encoder=encoder,
