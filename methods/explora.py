@@ -124,7 +124,7 @@ class Explora(Selector):
                 self.final_loss_[arm] = float(self._evaluate(arm).mean())
         except BudgetExhausted:
             self.stopped_by_ = "budget"
-        self.best_arm_ = self._best(ctx)
+        self.best_arm_ = self._best()
         return self
 
     def _evaluate(self, arm: int) -> np.ndarray:
@@ -148,7 +148,7 @@ class Explora(Selector):
         self.alpha_ = fit_alpha(design, losses, self.reg)
         return (self.phi_ @ self.alpha_).mean(axis=1)
 
-    def _best(self, ctx: FitContext) -> int:
+    def _best(self) -> int:
         """U's best subset by the final evaluation; under a budget, the best observed (with a warning)."""
         if len(self.final_loss_) == len(self.working_):
             return min(self.working_, key=lambda a: self.final_loss_[a])

@@ -262,10 +262,12 @@ def test_least_squares_recovers_known_alphas():
     assert np.linalg.norm(fit_alpha(design, losses, reg=100.0)) < np.linalg.norm(alpha_true)
 
 
-def test_swap_rule_and_probe_set():
+def test_explora_swap_rule_and_probe_set():
     predicted = np.array([0.5, 0.4, 0.9, 0.1, 0.7, 0.3, 0.8])
     # the authors swap out U's worst PREDICTED subset (arm 2, 0.9) for the best predicted outside U (arm 3)
     assert choose_swap([0, 1, 2], predicted) == (2, 3)
+    # by the predictions, not by arm number: U's worst is its lowest index, the best outside its highest
+    assert choose_swap([2, 4, 0], np.array([0.9, 0.1, 0.2, 0.8, 0.3, 0.05])) == (0, 5)
     assert highest_predicted([0, 3, 2], predicted, 2) == [6, 4]  # highest predicted loss outside U
     assert highest_predicted([0, 3, 2], predicted, 10) == [6, 4, 1, 5]
     assert choose_swap([0, 1], np.array([0.3, 0.3])) is None  # U already holds every arm
@@ -352,10 +354,67 @@ def test_explora_budget_stops_the_loop_and_still_returns_k_demos():
 
 
 def test_explora_rejects_bad_parameters():
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match="explora: reg must be >= 0"):
         Explora(reg=-1.0)
-    with pytest.raises(ConfigError):
-        create("explora", {"u_size": 0})
+    for bad in ({"u_size": 0}, {"n_arms": 0}, {"v_size": -1}, {"iterations": -1}, {"v_size": -1, "iterations": 0}):
+        with pytest.raises(ConfigError, match="explora: n_arms and u_size must be >= 1"):
+            create("explora", bad)
+    smallest = Explora(n_arms=1, u_size=1, v_size=0, iterations=0, reg=0.0)  # the smallest accepted values
+    assert (smallest.n_arms, smallest.u_size, smallest.v_size, smallest.iterations) == (1, 1, 0, 0)
+
+
+def test_explora_scale_and_trace_report_the_search():
+    assert Explora().scale() == {} and Explora().trace() == []  # nothing before a fit
+    ctx, _ = explora_context()
+    sel = Explora(k=3, n_arms=20, u_size=4, v_size=2, iterations=3).fit(ctx)
+    assert sel.scale() == {"subsets evaluated": 19, "iterations": 4}  # 6 + 3 x 3 + the final 4; rounds 0..3
+    steps = [r for r in sel.trace() if not r.get("summary")]
+    # best_loss is U's best mean observed loss (the stub's rewards are constant per arm: 1 - its quality)
+    assert steps[-1]["best_loss"] == pytest.approx(min(sel.observed_losses()[a] for a in sel.working_))
+    assert all(0.0 < r["best_loss"] < 1.0 for r in steps)
+
+
+def test_explora_loss_is_one_minus_the_reward_and_the_best_arm_has_the_highest_reward():
+    """The stub's reward of an arm is its members' mean quality i/30: the final U is scored as 1 - that, and the
+    subset kept is U's highest-quality one (an inverted loss would keep the lowest)."""
+    ctx, pool = explora_context()
+    sel = Explora(k=3, n_arms=20, u_size=4, v_size=2, iterations=5).fit(ctx)
+    quality = {arm: float(np.mean([int(d.id.split(":")[1]) / 30 for d in sel.prep_.env.demos(arm)]))
+               for arm in sel.working_}
+    assert sel.final_loss_ == pytest.approx({arm: 1.0 - q for arm, q in quality.items()})
+    assert sel.best_arm_ == max(sel.working_, key=quality.get)
+    assert all(loss.dtype == np.float64 for _, loss in sel.pulls_)
+
+
+def test_explora_swaps_its_working_set_toward_better_predicted_arms():
+    """Each iteration replaces U's worst predicted arm by the newcomer: U changes, and the swapped-in arm stays."""
+    ctx, _ = explora_context()
+    sel = Explora(k=3, n_arms=20, u_size=4, v_size=2, iterations=5).fit(ctx)
+    steps = [r for r in sel.trace() if not r.get("summary")]
+    working = [arm for arm, _ in sel.pulls_[:4]]  # the initial U, evaluated first
+    for step in steps[1:]:
+        assert step["swapped_out"] in working and step["swapped_in"] not in working
+        working = [step["swapped_in"] if a == step["swapped_out"] else a for a in working]
+    assert sel.working_ == working != [arm for arm, _ in sel.pulls_[:4]]
+
+
+def test_explora_with_every_arm_in_u_stops_swapping_and_still_evaluates_u():
+    """n_arms <= u_size: U holds every arm, no swap exists, the loop ends and U's final evaluation still picks."""
+    ctx, pool = explora_context()
+    sel = Explora(k=3, n_arms=3, u_size=4, v_size=2, iterations=5).fit(ctx)
+    assert len(sel.working_) == 3 and sel.probes_ == [] and len(sel.trace_) == 1
+    assert len(sel.final_loss_) == 3 and sel.best_arm_ == min(sel.working_, key=sel.final_loss_.get)
+    assert len(sel.select(pool[0])) == 3
+
+
+def test_explora_under_a_budget_keeps_the_best_observed_arm_of_u_not_a_better_probe():
+    ctx, _ = explora_context()
+    sel = Explora(k=3, n_arms=20, u_size=4, v_size=2, iterations=5)
+    sel.working_, sel.final_loss_ = [0, 1], {}
+    sel.pulls_ = [(0, np.full(4, 0.5)), (1, np.full(4, 0.4)), (7, np.full(4, 0.1))]  # arm 7: a probe outside U
+    assert sel._best() == 1 and "before the final evaluation of U" in sel.fit_warnings[-1]
+    sel.working_ = [3]  # no arm of U observed: the best observed arm of any kind
+    assert sel._best() == 7
 
 
 # ---- end to end ---------------------------------------------------------------------------------------
