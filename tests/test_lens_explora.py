@@ -190,6 +190,24 @@ def test_lens_search_is_scored_by_the_llm_and_keeps_the_searched_order():
     assert oracle.calls == len(backend.prompts)
 
 
+def ordered_context() -> FitContext:
+    """40 pool items, item 5 holding every gold word: last in a list it misses none (OrderedFake), so lists differ."""
+    pool = make_pool(40, seed=4)
+    helper_words = " ".join(sorted({w for it in pool for w in it.rationale.split()} | {it.answer for it in pool}))
+    pool[5] = replace(pool[5], rationale=helper_words)
+    oracle = RewardOracle(LLMClient(OrderedFake(batch_size=64)), GSM8K(), "lens", bertscore=None)
+    return FitContext(task=GSM8K(), pool=pool, validation=[], encoder=None, oracle=oracle, seed=0, k=2)
+
+
+def test_lens_with_no_search_iteration_keeps_the_best_scored_seed():
+    ctx = ordered_context()
+    sel = Lens(**{**SMALL_LENS, "iterations": 0, "beam": 4}).fit(ctx)
+    assert set(sel.list_scores_) == set(sel.seeds_) and sel.search_ == []
+    best = max(sel.seeds_, key=sel.list_scores_.get)
+    assert sel.demos_ == [ctx.pool[sel.candidates_[j]] for j in best]
+    assert sel.list_scores_[best] > min(sel.list_scores_.values())  # the seeds differ: the choice matters
+
+
 def test_lens_budget_partial_scores_still_give_k_pool_items():
     pool = make_pool(40)
     ctx, backend = lens_context(pool, budget=50)
@@ -220,6 +238,124 @@ def test_lens_budget_partial_scores_still_give_k_pool_items():
     # nothing scored at all: the fit fails instead of returning arbitrary examples
     with pytest.raises(FitFailed, match="before any candidate was scored"):
         Lens(**SMALL_LENS).fit(lens_context(pool, budget=0)[0])
+
+
+def test_lens_zscore_of_a_constant_is_zero_not_nan():
+    np.testing.assert_array_equal(zscore(np.full(4, 2.5)), np.zeros(4))
+    np.testing.assert_allclose(zscore(np.array([1.0, 3.0])), [-1.0, 1.0])
+
+
+def test_lens_seed_lists_take_a_set_at_exactly_the_overlap_limit_and_fill_with_distinct_random_sets():
+    ranked = [((0, 1, 2), 3.0), ((2, 3, 4), 2.0), ((1, 3, 5), 1.5), ((5, 6, 7), 1.0)]
+    seeds = seed_lists(ranked, n=10, k=3, size=3, overlap_limit=1, rng=np.random.default_rng(0))
+    # (2, 3, 4) shares exactly one example (2) with the union so far: at the limit, taken; (1, 3, 5) shares two
+    assert [tuple(sorted(s)) for s in seeds] == [(0, 1, 2), (2, 3, 4), (5, 6, 7)]
+    # a 4-item pool holds 4 distinct 3-sets: asked for 6, the random fill finds the 3 others and then gives up
+    few = seed_lists([((0, 1, 2), 1.0)], n=4, k=3, size=6, overlap_limit=0, rng=np.random.default_rng(0))
+    assert sorted(tuple(sorted(s)) for s in few) == [(0, 1, 2), (0, 1, 3), (0, 2, 3), (1, 2, 3)]
+
+
+def test_lens_features_fill_a_candidates_own_slot_with_its_row_mean():
+    pool = make_pool(24, seed=2)
+    ctx, _ = lens_context(pool)
+    ctx.validation = [replace(it, id=f"gsm8k/val:{i}") for i, it in enumerate(make_pool(3, seed=9))]
+    sel = Lens(k=3, indication_size=4, keep=24, beam=3, iterations=1, heldout=3, search_metric="loglik").fit(ctx)
+    for i in sel.indication_:  # an indication example is also a candidate: it never indicates itself
+        row, col = sel.candidates_.index(i), sel.indication_.index(i)
+        others = np.delete(sel.features_[row], col)
+        assert sel.features_[row, col] == pytest.approx(others.mean())
+        assert np.isfinite(others).all() and len(sel.loglik_[i]) == 3
+
+
+def test_lens_heldout_sample_is_seeded_and_warns_only_when_short():
+    pool = make_pool(40)
+    sel = Lens(**SMALL_LENS).fit(lens_context(pool)[0])
+    outside = [int(i) for i in np.random.default_rng(0 + 100).permutation(40) if i not in set(sel.candidates_)]
+    assert sel.heldout_ == [pool[i] for i in outside[:4]] and sel.fit_warnings == []  # the published stream
+    exact = Lens(**{**SMALL_LENS, "heldout": 30}).fit(lens_context(pool)[0])  # 30 items outside the 10 survivors
+    assert len(exact.heldout_) == 30 and exact.fit_warnings == []
+    short = Lens(**{**SMALL_LENS, "heldout": 31}).fit(lens_context(pool)[0])
+    assert short.fit_warnings == ["held-out sample of 30 pool items (fewer than heldout=31 outside the survivors)"]
+    everything = Lens(k=3, indication_size=4, keep=24, beam=3, iterations=1, heldout=3, search_metric="loglik")
+    with pytest.raises(ConfigError, match=r"^lens: every pool item survived filtering and there are no validation "
+                                          r"items, so nothing is left to score the search on; lower keep or "
+                                          r"max_candidates$"):
+        everything.fit(lens_context(make_pool(24, seed=2))[0])
+
+
+def test_lens_search_by_reward_scores_each_list_by_one_pull_on_the_heldout_items(monkeypatch):
+    pool = make_pool(40)
+    ctx, _ = lens_context(pool)
+    ctx.oracle.task = ctx.task = GSM8K().configure(reward="metric")  # exact match: no BERTScore model here
+    pulls = []
+    real_pull = ctx.oracle.pull
+
+    def spy(demos, items):
+        rewards = real_pull(demos, items)
+        pulls.append((tuple(d.id for d in demos), [it.id for it in items], float(np.mean(rewards))))
+        return rewards
+
+    monkeypatch.setattr(ctx.oracle, "pull", spy)
+    sel = Lens(**{**SMALL_LENS, "search_metric": "reward"}).fit(ctx)
+    assert len(pulls) == len(sel.list_scores_) > 0
+    heldout = [h.id for h in sel.heldout_]
+    for members, value in sel.list_scores_.items():
+        ids = tuple(pool[sel.candidates_[j]].id for j in members)
+        assert (ids, heldout, value) in pulls
+
+
+def test_lens_search_scores_every_proposal_and_passes_top_sample(monkeypatch):
+    import methods.lens as lens_module
+
+    calls = []
+    real = lens_module.propose_swap
+
+    def spy(members, zmean, zsim, diversity, top_sample, rng):
+        out = real(members, zmean, zsim, diversity, top_sample, rng)
+        calls.append((top_sample, out))
+        return out
+
+    monkeypatch.setattr(lens_module, "propose_swap", spy)
+    ctx = ordered_context()
+    sel = Lens(**{**SMALL_LENS, "top_sample": 3, "iterations": 1}).fit(ctx)
+    assert len(set(sel.list_scores_.values())) > 1  # lists score differently: best_score must be the best
+    assert {t for t, _ in calls} == {3}  # the heuristic pre-search and the LLM search both use top_sample
+    searched = calls[-SMALL_LENS["beam"] * SMALL_LENS["swaps"]:]  # the LLM search's swaps: beam x swaps
+    assert all(out is not None and out in sel.list_scores_ for _, out in searched)
+    assert sel.search_ == [{"search_iteration": 1, "lists_scored": len(sel.list_scores_),
+                            "best_score": max(sel.list_scores_.values()), "llm_calls": ctx.oracle.calls}]
+
+
+def test_lens_budget_ending_at_the_search_keeps_the_heuristics_best_seed():
+    pool = make_pool(40)
+    full = Lens(**SMALL_LENS).fit(lens_context(pool)[0])
+    before_search = full.rounds_[-1]["llm_calls"] + len(full.indication_)  # filtering + zero-shot losses
+    ctx, _ = lens_context(pool, budget=before_search)
+    cut = Lens(**SMALL_LENS).fit(ctx)
+    assert cut.list_scores_ == {} and cut.stage_ == "search"
+    assert cut.fit_warnings == ["--llm-budget ended before any list was evaluated by the LLM: the heuristic's best "
+                                "seed is used"]
+    assert cut.demos_ == [pool[cut.candidates_[j]] for j in cut.seeds_[0]] and cut.seeds_[0] == full.seeds_[0]
+
+
+def test_lens_search_trace_reports_the_best_list_and_the_fit_keeps_it(monkeypatch):
+    def distinct_score(self, ctx, members):  # every ordered list its own score: no ties at the top
+        return self.list_scores_.setdefault(members, float(sum(m * 10.0 ** j for j, m in enumerate(members))))
+
+    monkeypatch.setattr(Lens, "_list_score", distinct_score)
+    ctx, _ = lens_context(make_pool(40))
+    sel = Lens(**{**SMALL_LENS, "iterations": 3}).fit(ctx)
+    best = max(sel.list_scores_, key=sel.list_scores_.get)
+    assert [row["best_score"] for row in sel.search_][-1] == sel.list_scores_[best]
+    assert all(a["best_score"] <= b["best_score"] for a, b in zip(sel.search_, sel.search_[1:]))
+    assert sel.demos_ == [ctx.pool[sel.candidates_[j]] for j in best]
+
+
+def test_lens_fills_the_beam_with_random_sets_when_the_heuristics_overlap():
+    # 10 survivors and k = 2 hold at most 5 disjoint sets: a beam of 7 with overlap_limit 0 needs random sets
+    sel = Lens(**{**SMALL_LENS, "beam": 7, "overlap_limit": 0, "iterations": 0}).fit(lens_context(make_pool(40))[0])
+    assert len(sel.seeds_) == 7 and all(len(set(s)) == 2 for s in sel.seeds_)
+    assert len({tuple(sorted(s)) for s in sel.seeds_}) == 7
 
 
 def test_lens_rejects_bad_parameters():
