@@ -142,6 +142,11 @@ def test_propose_swap_replaces_one_slot_from_the_top_candidates():
     drawn = {propose_swap((0, 5), zmean, zsim, 4.0, 2, rng)[0] for _ in range(200)} - {0}
     assert drawn <= {1, 2}  # softmax over the 2 best outsiders only
     assert propose_swap((0, 1), zmean[:2], zsim[:2, :2], 4.0, 4, rng) is None  # nothing left to swap in
+    # the diversity term: candidate 0 is the best alone but a near-copy of the kept member 5, so 1 wins
+    similar = np.zeros((6, 6))
+    similar[0, 5] = similar[5, 0] = 1.0
+    picks = {propose_swap((4, 5), zmean, similar, 4.0, 1, rng) for _ in range(30)}
+    assert (1, 5) in picks and (0, 5) not in picks
 
 
 def test_seed_lists_respect_the_overlap_limit_against_the_union_of_taken_sets():
