@@ -30,6 +30,7 @@ class SimMethod:
     kind: str  # "linear" (CASE) | "neural" (DEARICL and its ablations) | "model-free" (LUCB) | "pac"
     rule: str = "greedy"
     neural: dict = field(default_factory=dict)  # NeuralConfig overrides: the ablations
+    stop: str = "sequences"  # dearicl-pac's stop (dearicl/pac.py): the certificate, or the uncertified model stop
 
 
 SIM_METHODS = {
@@ -40,7 +41,8 @@ SIM_METHODS = {
     "dearicl-paper-schedule": SimMethod("neural", neural={"epochs_per_round": 1, "lr": 1e-4}),  # Algorithm 1
     "dearicl-mc-mean": SimMethod("neural", neural={"estimate": "mc-mean"}),  # MC-dropout mean as mu_hat
     "lucb": SimMethod("model-free", "lucb"),  # per-arm anytime confidence sequences (dearicl/confidence.py)
-    "dearicl-pac": SimMethod("pac"),  # certified stop (dearicl/pac.py)
+    "dearicl-pac": SimMethod("pac"),  # certified stop on the confidence sequences (dearicl/pac.py)
+    "dearicl-pac-model": SimMethod("pac", stop="model"),  # the earlier model-interval stop: NOT a certificate
 }
 ENVS = ("linear", *FAMILIES, "custom", "table:FILE")
 DEFAULT_METHODS = "case,dearicl,dearicl-random,lucb,dearicl-pac"
@@ -287,7 +289,7 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
                                         config=NeuralConfig(seed=args.seed + r))
             res = CertifiedTopM(env, surrogate, PacConfig(m=m, epsilon=epsilon, delta=args.delta,
                                                           cold_start=args.cold_start, max_pulls=args.budget, cs=args.cs,
-                                                          seed=args.seed * 1000 + r)).run()
+                                                          stop=spec.stop, seed=args.seed * 1000 + r)).run()
         else:
             if spec.kind == "linear":
                 # the surrogate assumes the environment's noise level; GIFA's lambda = sigma / 20
@@ -322,6 +324,8 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
         if r == 0:
             trace0 = res.trace
     neural = {**spec.neural, **args.neural_overrides} if spec.kind in ("neural", "pac") else {}
+    if spec.kind == "pac":
+        neural["stop"] = spec.stop
     row = {"method": name, "simulated": not args.env.startswith("table:"), "runs": args.runs, "kind": spec.kind,
            "settings": neural, "delta": args.delta}
     for key, label in (("pulls", "mean_pulls"), ("error", "error_rate"), ("eps_error", "eps_error_rate"),

@@ -1,24 +1,33 @@
-"""dearicl-pac: the neural surrogate proposes and ranks arms; the stop is a stated (epsilon, delta) certificate.
+"""dearicl-pac: the neural surrogate proposes and ranks arms; the stop is an (epsilon, delta) certificate.
 
-Every arm a has an interval [lo_a, hi_a] for its true mean:
+Every arm a has two intervals for its true mean:
+- confidence sequence (pulled arms; [0, 1] before the first pull): by default the empirical-Bernstein sequence
+  on the per-query rewards (`cs`, dearicl/confidence.py), anytime valid for ANY rewards in [0, 1] that are
+  independent across queries and pulls, whatever rule chose the pulls;
 - model interval (every arm): f_a +- (xi + beta ||phi_a||_{V^-1}). phi_a are the network's last-layer features
   averaged over the validation queries, reduced to `feature_dim` SVD directions plus an intercept and frozen
   between retrainings; f = phi theta is a ridge head on the observed pull means (Neural-LinUCB style).
-  xi is the misspecification: the largest leave-one-out error of the head on the AUDIT arms, drawn uniformly
-  at random and never shown to the network, so their errors are held out. beta uses a per-pull noise level
-  from repeated pulls (an upper confidence bound on the pooled variance), and a union over the arms.
-- confidence sequence (pulled arms): at delta / (2K), by default the empirical-Bernstein sequence on the
-  per-query rewards (`cs`, dearicl/confidence.py), valid for ANY rewards in [0, 1] that are independent across
-  queries and pulls. A pulled arm's interval is the intersection.
-The returned set S = the m arms with the highest interval midpoints. It stops when
-min_{a in S} lo_a >= max_{b not in S} hi_b - epsilon. Then, if every interval holds, every arm of S is within
-epsilon of the true m-th best (dearicl/README.md gives the argument). The confidence sequences hold with
-probability >= 1 - delta/2 without assumptions; the model intervals hold only under the stated assumption that
-no arm's head error exceeds xi (+ the noise term), which is measured, not proven: `coverage` counts the rounds
-in which every arm's true mean lies in its interval.
+  xi is the largest leave-one-out error of the head on the AUDIT arms, drawn uniformly at random and never shown
+  to the network; beta uses a per-pull noise level from repeated pulls and a union over the arms.
 
-Sampling: a share of pulls go to uniformly random audit arms; the others follow LUCB (Kalyanakrishnan et al.
-2012): the member of S with the lowest lower bound and the outsider with the highest upper bound.
+`stop="sequences"` (the default) certifies: the stop reads the confidence sequences only, each at delta / K (a
+union bound over the arms), so the guarantee needs no assumption about the network. S = the m arms with the
+highest midpoints of the combined interval (the sequence intersected with the model interval); the run stops
+when min_{a in S} LCB_a >= max_{b not in S} UCB_b - epsilon. If every sequence holds (probability >= 1 - delta),
+every arm of S is then within epsilon of the true m-th best, for ANY choice of S and of the pulls
+(dearicl/README.md gives the argument). The network only decides where to look: which arms form S, and, among
+the outsiders whose upper bounds tie (every unpulled arm has 1), which is pulled first (the highest model upper
+bound). `coverage` counts the rounds in which every arm's true mean lies in its sequence's interval.
+
+`stop="model"` is the earlier rule, kept to compare: it stops on the combined intervals (sequences at
+delta / (2K)). xi is a point estimate over at most 20 audit arms, recomputed every round, and beta is a
+fixed-design bound that ignores the adaptive design, so the model interval is NOT a valid bound: its measured
+coverage on the simulated families was 0.26-0.44 (issue 39). Its stop is reported as "model-stop", never as
+certified.
+
+Sampling: a share of pulls go to uniformly random audit arms (they calibrate xi); the others follow LUCB
+(Kalyanakrishnan et al. 2012): the member of S with the lowest lower bound and the outsider with the highest
+upper bound.
 """
 from __future__ import annotations
 
@@ -31,6 +40,9 @@ from scipy.stats import chi2
 from bench.errors import BudgetExhausted, ConfigError
 from dearicl.confidence import (CONFIDENCE_SEQUENCES, ArmStats, OutOfPulls, confidence_sequence, trace_coverage,
                                 truth_fields)
+
+
+STOPS = ("sequences", "model")
 
 
 @dataclass
@@ -46,6 +58,7 @@ class PacConfig:
     refresh_every: int = 10  # pulls between network retrainings (or 10% of the pulls so far, if more)
     ridge: float = 1.0
     cs: str = "query-bernstein"  # the assumption-free sequence on pulled arms (dearicl/confidence.py)
+    stop: str = "sequences"  # "sequences": a certificate; "model": the earlier, uncertified model-interval stop
     max_pulls: int | None = None
     max_rounds: int = 100_000
     seed: int = 0
@@ -56,6 +69,8 @@ class PacConfig:
                               f"{self.epsilon}")
         if self.audits_at_start < 2 or not 0 <= self.audit_share < 1:
             raise ConfigError("dearicl-pac: audits_at_start must be >= 2 and audit_share in [0, 1)")
+        if self.stop not in STOPS:
+            raise ConfigError(f"dearicl-pac: stop must be one of {', '.join(STOPS)}, got {self.stop!r}")
         if self.cs not in CONFIDENCE_SEQUENCES:
             raise ConfigError(f"dearicl-pac: cs must be one of {', '.join(CONFIDENCE_SEQUENCES)}, got {self.cs!r}")
 
@@ -65,7 +80,7 @@ class PacResult:
     top_m: list[int]  # S, best midpoint first
     pulls: int
     rounds: int
-    stopped_by: str  # "certified" | "budget" | "max_pulls" | "max_rounds"
+    stopped_by: str  # "certified" | "model-stop" (stop="model": no certificate) | "budget" | "max_pulls" | "max_rounds"
     trace: list[dict] = field(default_factory=list)
     coverage: float | None = None
     certificate: dict = field(default_factory=dict)  # the last round's xi, sigma, gap index, audits
@@ -80,7 +95,9 @@ class CertifiedTopM:
         self.env, self.s, self.cfg, self.k = env, surrogate, config, k
         self.rng = np.random.default_rng(config.seed)
         self.stats = ArmStats(k)
-        self.cs = confidence_sequence(config.cs, k, config.delta / (2 * k))
+        # the sequences carry the whole delta when they alone decide the stop; half of it beside the model interval
+        share = 1 if config.stop == "sequences" else 2
+        self.cs = confidence_sequence(config.cs, k, config.delta / (share * k))
         self.audits: list[int] = []
         self.pulls, self.since_refresh = 0, 0
         self.n_queries = None
@@ -160,13 +177,20 @@ class CertifiedTopM:
         lo, hi = np.where(conflict, lo_cs, lo), np.where(conflict, hi_cs, hi)
         return np.clip(lo, 0, 1), np.clip(hi, 0, 1), {"xi": xi, "sigma": sigma, "conflicts": int(conflict.sum())}
 
-    def frontier(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, int, int, float]:
-        """S = the m best midpoints; its weakest lower bound, the strongest upper bound outside it, and the
-        certificate's gap = UCB(strongest) - LCB(weakest)."""
+    def frontier(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, int, int, float, np.ndarray,
+                                                                np.ndarray]:
+        """S = the m best midpoints of the combined intervals; the stop's intervals (the sequences alone under
+        stop="sequences"); S's weakest member and the strongest outsider by them, ties broken by the combined
+        intervals (the network's say on where to look); and the stop's gap = UCB(strongest) - LCB(weakest)."""
         top = np.argsort(-(lo + hi), kind="stable")[: self.cfg.m]
         rest = np.setdiff1d(np.arange(self.k), top)
-        weakest, strongest = int(top[np.argmin(lo[top])]), int(rest[np.argmax(hi[rest])])
-        return top, weakest, strongest, float(hi[strongest] - lo[weakest])
+        if self.cfg.stop == "sequences":
+            stop_lo, stop_hi = (np.clip(b, 0, 1) for b in self.cs.all_bounds())
+        else:
+            stop_lo, stop_hi = lo, hi
+        weakest = int(top[np.lexsort((lo[top], stop_lo[top]))[0]])
+        strongest = int(rest[np.lexsort((-hi[rest], -stop_hi[rest]))[0]])
+        return top, weakest, strongest, float(stop_hi[strongest] - stop_lo[weakest]), stop_lo, stop_hi
 
     # ---- the loop -----------------------------------------------------------------------------
     def run(self) -> PacResult:
@@ -185,11 +209,12 @@ class CertifiedTopM:
                 if self.since_refresh >= max(cfg.refresh_every, 0.1 * self.pulls):
                     self._refresh_features()
                 lo, hi, info = self.intervals()
-                top, weakest, strongest, gap = self.frontier(lo, hi)
+                top, weakest, strongest, gap, stop_lo, stop_hi = self.frontier(lo, hi)
                 info = {**info, "gap_index": gap, "audits": len(self.audits)}
-                trace.append({"round": rounds, "pulls": self.pulls, **info, **truth_fields(self.env, lo, hi, top)})
+                trace.append({"round": rounds, "pulls": self.pulls, **info,
+                              **truth_fields(self.env, stop_lo, stop_hi, top)})
                 if gap <= cfg.epsilon:
-                    stopped_by = "certified"
+                    stopped_by = "certified" if cfg.stop == "sequences" else "model-stop"
                     break
                 audit_due = len(self.audits) < min(cfg.max_audits, cfg.audit_share * self.pulls)
                 if not (audit_due and self._audit()):
@@ -199,11 +224,11 @@ class CertifiedTopM:
             stopped_by = "budget"
         except OutOfPulls:
             stopped_by = "max_pulls"
-        if stopped_by != "certified" and self.pulls:
+        if stopped_by not in ("certified", "model-stop") and self.pulls:
             if self.phi is None:
                 self._refresh_features()
             lo, hi, info = self.intervals()
-            top, _, _, gap = self.frontier(lo, hi)
+            top, _, _, gap, _, _ = self.frontier(lo, hi)
             info = {**info, "gap_index": gap, "audits": len(self.audits)}
         return PacResult(top_m=[int(a) for a in top], pulls=self.pulls, rounds=rounds, stopped_by=stopped_by,
                          trace=trace, coverage=trace_coverage(trace), certificate=info,

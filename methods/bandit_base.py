@@ -133,7 +133,10 @@ class BanditSelector(Selector):
 
     def warn_if_uncertified(self, result) -> None:
         """A certified search that stopped (budget, max_pulls) before its certificate held says so."""
-        if result.stopped_by != "certified":
+        if result.stopped_by == "model-stop":
+            self.warn(f"stopped by the model intervals after {result.pulls} pulls (stop=\"model\"): not a "
+                      "certificate, the returned arms are not certified epsilon-good")
+        elif result.stopped_by != "certified":
             self.warn(f"stopped by {result.stopped_by} after {result.pulls} pulls before the certificate held: "
                       "the returned arms are not certified epsilon-good")
 
@@ -173,10 +176,11 @@ class PacSelector(BanditSelector):
     table_group = "beyond"
 
     def __init__(self, audits_at_start: int = 10, audit_share: float = 0.1, max_audits: int = 20,
-                 feature_dim: int = 4, **bandit):
+                 feature_dim: int = 4, stop: str = "sequences", **bandit):
         super().__init__(**bandit)
         self.pac = dict(audits_at_start=audits_at_start, audit_share=audit_share, max_audits=max_audits,
-                        feature_dim=feature_dim)
+                        feature_dim=feature_dim, stop=stop)
+        PacConfig(**self.pac)  # a bad setting is a one-line error before any model loads
 
     def fit_pac(self, ctx: FitContext) -> PacResult:
         prep = self.start_neural(ctx)
@@ -189,8 +193,10 @@ class PacSelector(BanditSelector):
         return result
 
     def settings(self) -> dict:
-        return {**super().settings(), "stop_rule": "certified: min LCB(S) >= max UCB(outside) - epsilon",
-                "surrogate": "neural + linear head, betting CS", **self.pac}
+        rule = ("certified: min LCB(S) >= max UCB(outside) - epsilon on the confidence sequences"
+                if self.pac["stop"] == "sequences" else
+                "model stop (not a certificate): min lo(S) >= max hi(outside) - epsilon on the model intervals")
+        return {**super().settings(), "stop_rule": rule, "surrogate": "neural + linear head", **self.pac}
 
     def trace_extra(self, result) -> dict:
         return {"surrogate": "neural + linear head", "certificate": result.certificate}

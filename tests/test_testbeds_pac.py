@@ -131,13 +131,49 @@ def test_pac_never_stops_before_its_certificate_holds(world):
     assert res.stopped_by == "certified"
     rows = [r for r in res.trace]
     assert all(r["gap_index"] > 0.15 for r in rows[:-1]) and rows[-1]["gap_index"] <= 0.15
-    # the certificate itself, recomputed from the final intervals: min LCB(S) >= max UCB(rest) - epsilon
-    lo, hi, _ = pac.intervals()
+    # the certificate itself, recomputed from the confidence sequences alone: min LCB(S) >= max UCB(rest) - epsilon
+    lo, hi = pac.cs.all_bounds()
     rest = np.setdiff1d(np.arange(env.n_arms), res.top_m)
     assert lo[res.top_m].min() >= hi[rest].max() - 0.15 - 1e-12
+    assert len(res.seen) == env.n_arms  # an unpulled arm's sequence is [0, 1]: no certificate without it
     truth = env.true_means
     assert truth[res.top_m].min() >= np.sort(truth)[::-1][2] - 0.15  # epsilon-good on this instance
     assert res.coverage is not None and 0 <= res.coverage <= 1
+
+
+class LyingSurrogate(FixedSurrogate):
+    """A network sure of its estimates (its features are the estimates themselves), however wrong they are."""
+
+    def features(self, arms):
+        return np.column_stack([self.mu[np.asarray(arms)], np.zeros(len(arms))])
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_pac_certificate_does_not_rest_on_the_network(world, seed):
+    """A network right about every arm but the two best, which it rates 0: stop="sequences" still certifies the
+    right arms with every sequence holding in every round; the model intervals miss the truth in some rounds
+    (coverage < 1, not a valid bound), so stop="model" says "model-stop", never certified."""
+    demo, queries, labels = world
+    inst = make_instance("latent", demo, queries, labels, 16, 5, seed=[8, seed])
+    truth = inst.true_means
+    estimate = truth.copy()
+    estimate[np.argsort(-truth)[:2]] = 0.0
+    settings = dict(m=2, epsilon=0.02, seed=seed, cold_start=2, audits_at_start=2)
+    pac = CertifiedTopM(TableEnvironment(inst.p, 0.1, np.random.default_rng(seed)), LyingSurrogate(estimate, 0.0),
+                        PacConfig(**settings))
+    res = pac.run()
+    assert res.stopped_by == "certified" and res.coverage == 1.0
+    assert truth[res.top_m].min() >= np.sort(truth)[::-1][1] - 0.02
+    lo, hi = pac.cs.all_bounds()
+    assert lo[res.top_m].min() >= hi[np.setdiff1d(np.arange(16), res.top_m)].max() - 0.02 - 1e-12
+    model = CertifiedTopM(TableEnvironment(inst.p, 0.1, np.random.default_rng(seed)), LyingSurrogate(estimate, 0.0),
+                          PacConfig(**settings, stop="model")).run()
+    assert model.stopped_by == "model-stop" and model.coverage < 1.0
+
+
+def test_pac_stop_setting_is_checked():
+    with pytest.raises(ConfigError, match="stop must be one of sequences, model"):
+        PacConfig(stop="network")
 
 
 def test_pac_out_of_pulls_is_not_certified(world):
