@@ -147,6 +147,19 @@ def test_propose_swap_replaces_one_slot_from_the_top_candidates():
     similar[0, 5] = similar[5, 0] = 1.0
     picks = {propose_swap((4, 5), zmean, similar, 4.0, 1, rng) for _ in range(30)}
     assert (1, 5) in picks and (0, 5) not in picks
+    # the draw among the top_sample is a softmax of their fit: e^3 / (e^3 + e^2) = 0.73 for the best, not 1/2
+    first = [propose_swap((4, 5), zmean, zsim, 0.0, 2, np.random.default_rng(i)) for i in range(600)]
+    assert np.mean([0 in new for new in first]) == pytest.approx(np.e / (np.e + 1), abs=0.05)
+
+
+def test_lens_scale_and_trace_report_the_search_size():
+    assert Lens().scale() == {} and Lens().trace() == []  # nothing before a fit
+    sel = Lens(**SMALL_LENS).fit(lens_context(make_pool(40))[0])
+    assert sel.scale() == {"filtering rounds": 2, "candidates kept": 10, "beam": 2, "search iterations": 2,
+                           "held-out items": 4}
+    assert [(r["round"], r["candidates"], r["indication_new"], r["kept"]) for r in sel.trace()[:2]] == [
+        (0, 40, 3, 20), (1, 20, 3, 10)]
+    assert [r["search_iteration"] for r in sel.trace()[2:]] == [1, 2]
 
 
 def test_seed_lists_respect_the_overlap_limit_against_the_union_of_taken_sets():
