@@ -146,6 +146,16 @@ class ArmStats:
         return np.clip(self.mean - radius, 0.0, 1.0), np.clip(self.mean + radius, 0.0, 1.0)
 
 
+def check_unit_interval(rewards: np.ndarray, arm: int) -> np.ndarray:
+    """Every sequence here is valid only for rewards in [0, 1]: anything else is an error, never clipped silently."""
+    x = np.asarray(rewards, dtype=np.float64)
+    bad = ~((x >= 0.0) & (x <= 1.0))  # NaN fails too
+    if bad.any():
+        raise ConfigError(f"a reward of arm {arm} is {float(x[bad][0]):.4g}, outside [0, 1]: the confidence sequences "
+                          "(and their certificate) need rewards in [0, 1]; map the reward into [0, 1] first")
+    return x
+
+
 class QueryBernsteinCS:
     """Empirical-Bernstein confidence sequence on per-query rewards (see the module docstring), per arm."""
 
@@ -174,7 +184,7 @@ class QueryBernsteinCS:
         return brentq(excess, 0.0, high) if excess(0.0) < 0 else 0.0
 
     def add(self, arm: int, rewards: np.ndarray) -> None:
-        x = np.asarray(rewards, dtype=np.float64)
+        x = check_unit_interval(rewards, arm)
         if self.query_sum is None:
             self.query_sum = np.zeros((len(self.t), len(x)))
         if self.pulls[arm]:
@@ -206,7 +216,7 @@ class PullMeans:
         self.inner = BettingCS(n_arms, delta) if kind == "betting" else ArmStats(n_arms)
 
     def add(self, arm: int, rewards: np.ndarray) -> None:
-        self.inner.add(arm, float(np.mean(rewards)))
+        self.inner.add(arm, float(np.mean(check_unit_interval(rewards, arm))))
 
     def all_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         return self.inner.all_bounds() if self.kind == "betting" else self.inner.bounds(self.delta)

@@ -4,7 +4,7 @@ import pytest
 
 from bench.errors import BudgetExhausted, ConfigError
 from dearicl.confidence import (LUCB, ArmStats, BettingCS, QueryBernsteinCS, anytime_radius,
-                               empirical_bernstein_radius, hoeffding_radius)
+                               confidence_sequence, empirical_bernstein_radius, hoeffding_radius)
 
 
 def test_radius_values_by_hand():
@@ -146,3 +146,20 @@ def test_query_bernstein_is_far_narrower_than_betting_on_pull_means():
     b_low, b_high = betting.bounds(0)
     assert low[0] <= p.mean() <= high[0]
     assert high[0] - low[0] < 0.12 and high[0] - low[0] < 0.3 * (b_high - b_low)
+
+
+@pytest.mark.parametrize("cs", ["query-bernstein", "betting", "bernstein"])
+@pytest.mark.parametrize("bad", [1.07, -0.01, float("nan")])
+def test_a_reward_outside_the_unit_interval_is_an_error_not_clipped(cs, bad):
+    """Raw BERTScore, a log-likelihood or a Gaussian reward would void every sequence's guarantee."""
+
+    class Env:
+        n_arms, true_means = 3, None
+
+        def pull(self, arm):
+            return np.array([0.5, bad if arm == 2 else 0.4])
+
+    with pytest.raises(ConfigError, match=r"a reward of arm 2 is .*, outside \[0, 1\]"):
+        LUCB(Env(), 1, epsilon=0.1, delta=0.05, cs=cs, max_pulls=50).run()
+    edges = confidence_sequence(cs, 2, 0.05)
+    edges.add(0, np.array([0.0, 1.0]))  # the ends of the interval are rewards like any other
