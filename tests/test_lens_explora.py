@@ -160,6 +160,27 @@ def test_lens_scale_and_trace_report_the_search_size():
     assert [(r["round"], r["candidates"], r["indication_new"], r["kept"]) for r in sel.trace()[:2]] == [
         (0, 40, 3, 20), (1, 20, 3, 10)]
     assert [r["search_iteration"] for r in sel.trace()[2:]] == [1, 2]
+    # 40 x 3 - 3, then 20 x 3 - 1 (one of the new indication examples is a survivor): running totals
+    assert [r["llm_calls"] for r in sel.trace()[:2]] == [r["llm_calls"] for r in sel.rounds_] == [117, 176]
+
+
+def test_lens_continuation_gets_a_space_only_after_a_prompt_without_one():
+    item = make_pool(1)[0]
+    assert Lens._continuation("[Answer]: ", item) == item.gold_output
+    assert Lens._continuation("[Answer]:\n", item) == item.gold_output
+    assert Lens._continuation("[Answer]:", item) == " " + item.gold_output
+
+
+@pytest.mark.parametrize("room", [1, 39])
+def test_lens_spends_the_last_calls_of_a_budget_on_the_first_candidates(room):
+    """The budget ends inside the first indication example's batch of 39 candidates: exactly `room` of them are
+    scored (1 or all 39), each stored under that indication example."""
+    pool = make_pool(40)
+    ctx, _ = lens_context(pool, budget=room)
+    sel = Lens(**SMALL_LENS).fit(ctx)
+    first = sel.rounds_[0]["new_indication"][0]
+    assert sum(len(v) for v in sel.loglik_.values()) == room == ctx.oracle.calls
+    assert all(set(v) == {first} for v in sel.loglik_.values())
 
 
 def test_seed_lists_respect_the_overlap_limit_against_the_union_of_taken_sets():
