@@ -266,16 +266,20 @@ def test_lens_budget_partial_scores_still_give_k_pool_items():
     needed = full.rounds_[-1]["llm_calls"]
     ctx2, _ = lens_context(pool, budget=needed + 2)
     short = Lens(**SMALL_LENS).fit(ctx2)
-    assert ctx2.oracle.calls == needed and "ended the features stage" in short.fit_warnings[0]
+    assert ctx2.oracle.calls == needed
+    assert short.fit_warnings == ["--llm-budget ended the features stage: the top 2 candidates by the 1-shot scores "
+                                  "so far are used, best last"]
     assert [pool.index(d) for d in short.select(pool[0])] == full.candidates_[:2][::-1]
     # budget for the features and a few lists: the best list scored so far, with a warning
     ctx3, _ = lens_context(pool, budget=needed + 6 + 4 * 3)
     cut = Lens(**SMALL_LENS).fit(ctx3)
-    assert 1 <= len(cut.list_scores_) <= 3 and "ended the search" in cut.fit_warnings[0]
+    assert 1 <= len(cut.list_scores_) <= 3
+    assert cut.fit_warnings == [f"--llm-budget ended the search after {len(cut.list_scores_)} evaluated lists: the "
+                                "best of them is used"]
     best = max(cut.list_scores_, key=cut.list_scores_.get)
     assert [pool.index(d) for d in cut.select(pool[0])] == [cut.candidates_[j] for j in best]
     # nothing scored at all: the fit fails instead of returning arbitrary examples
-    with pytest.raises(FitFailed, match="before any candidate was scored"):
+    with pytest.raises(FitFailed, match=r"^lens: --llm-budget ended before any candidate was scored; raise the budget$"):
         Lens(**SMALL_LENS).fit(lens_context(pool, budget=0)[0])
 
 
@@ -404,6 +408,34 @@ def test_lens_rejects_bad_parameters():
         Lens(indication_size=0)
     with pytest.raises(ConfigError):
         create("lens", {"diversity": -1})
+
+
+@pytest.mark.parametrize("name", ["indication_size", "beam", "top_sample", "heldout", "heuristic_beam",
+                                  "heuristic_init"])
+def test_lens_each_count_must_be_at_least_one(name):
+    assert getattr(Lens(**{name: 1}), name) == 1  # the smallest accepted value
+    with pytest.raises(ConfigError, match=r"^lens: indication_size, beam, top_sample, heldout, heuristic_beam and "
+                                          r"heuristic_init must be >= 1$"):
+        Lens(**{name: 0})
+
+
+@pytest.mark.parametrize("name", ["iterations", "swaps", "shuffles", "heuristic_iterations", "overlap_limit"])
+def test_lens_each_repeat_count_may_be_zero(name):
+    assert getattr(Lens(**{name: 0}), name) == 0
+    with pytest.raises(ConfigError, match=r"^lens: iterations, swaps, shuffles, heuristic_iterations and "
+                                          r"overlap_limit must be >= 0$"):
+        Lens(**{name: -1})
+
+
+def test_lens_keep_diversity_and_metric_edges():
+    assert Lens(k=5, keep=5, max_candidates=5).keep == 5 and Lens(diversity=0.0).diversity == 0.0
+    with pytest.raises(ConfigError, match=r"^lens: keep \(500\) and max_candidates \(4\) must be at least k \(5\)$"):
+        Lens(k=5, max_candidates=4)
+    with pytest.raises(ConfigError, match=r"^lens: diversity must be >= 0, got -0.5$"):
+        Lens(diversity=-0.5)
+    with pytest.raises(ConfigError, match=r"^lens: search_metric must be one of reward, loglik, got 'bleu'$"):
+        Lens(search_metric="bleu")
+    assert filtering_schedule(10, 3, 10) == []  # a pool of exactly `keep` is not filtered
 
 
 # ---- EXPLORA ---------------------------------------------------------------------------------------
