@@ -31,6 +31,7 @@ class SimMethod:
     rule: str = "greedy"
     neural: dict = field(default_factory=dict)  # NeuralConfig overrides: the ablations
     stop: str = "sequences"  # dearicl-pac's stop (dearicl/pac.py): the certificate, or the uncertified model stop
+    cs: str | None = None  # a confidence sequence of its own (else --cs)
 
 
 SIM_METHODS = {
@@ -41,6 +42,7 @@ SIM_METHODS = {
     "dearicl-paper-schedule": SimMethod("neural", neural={"epochs_per_round": 1, "lr": 1e-4}),  # Algorithm 1
     "dearicl-mc-mean": SimMethod("neural", neural={"estimate": "mc-mean"}),  # MC-dropout mean as mu_hat
     "lucb": SimMethod("model-free", "lucb"),  # per-arm anytime confidence sequences (dearicl/confidence.py)
+    "lucb-kl": SimMethod("model-free", "lucb", cs="kl"),  # KL-LUCB: Chernoff-KL sequences (Kaufmann & Kalyanakrishnan 2013)
     "dearicl-pac": SimMethod("pac"),  # certified stop on the confidence sequences (dearicl/pac.py)
     "dearicl-pac-model": SimMethod("pac", stop="model"),  # the earlier model-interval stop: NOT a certificate
 }
@@ -283,7 +285,7 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
         env = world.make_env(np.random.default_rng([args.seed, r]))
         began = time.perf_counter()
         if spec.kind == "model-free":
-            res = LUCB(env, m, epsilon=epsilon, delta=args.delta, max_pulls=args.budget, cs=args.cs).run()
+            res = LUCB(env, m, epsilon=epsilon, delta=args.delta, max_pulls=args.budget, cs=spec.cs or args.cs).run()
         elif spec.kind == "pac":
             surrogate = NeuralSurrogate(world.queries, world.arm_emb, delta=args.delta,
                                         config=NeuralConfig(seed=args.seed + r))
@@ -326,6 +328,8 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
     neural = {**spec.neural, **args.neural_overrides} if spec.kind in ("neural", "pac") else {}
     if spec.kind == "pac":
         neural["stop"] = spec.stop
+    if spec.kind == "model-free":
+        neural["cs"] = spec.cs or args.cs
     row = {"method": name, "simulated": not args.env.startswith("table:"), "runs": args.runs, "kind": spec.kind,
            "settings": neural, "delta": args.delta}
     for key, label in (("pulls", "mean_pulls"), ("error", "error_rate"), ("eps_error", "eps_error_rate"),

@@ -208,6 +208,63 @@ class QueryBernsteinCS:
         return self.lower[arms].copy(), self.upper[arms].copy()
 
 
+def _kl(p: float, q: float) -> float:
+    q = min(max(q, 1e-15), 1.0 - 1e-15)
+    return (p * math.log(p / q) if p > 0 else 0.0) + ((1.0 - p) * math.log((1.0 - p) / (1.0 - q)) if p < 1 else 0.0)
+
+
+def kl_bounds(mean: float, n: float, threshold: float) -> tuple[float, float]:
+    """{q : n kl(mean, q) <= threshold}, an interval around mean, by bisection on each side (to 1e-12)."""
+    if n <= 0:
+        return 0.0, 1.0
+    mean, level = min(max(float(mean), 0.0), 1.0), threshold / n
+    lo, hi = mean, 1.0  # the upper end: kl grows with q above the mean
+    if _kl(mean, 1.0) > level:
+        for _ in range(42):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if _kl(mean, mid) <= level else (lo, mid)
+    upper = hi
+    lo, hi = 0.0, mean  # the lower end: kl shrinks with q below the mean
+    if _kl(mean, 0.0) > level:
+        for _ in range(42):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (lo, mid) if _kl(mean, mid) <= level else (mid, hi)
+        lower = lo
+    else:
+        lower = 0.0
+    return float(lower), float(upper)
+
+
+class KLCS:
+    """Chernoff-KL confidence sequence on the per-query rewards (KL-LUCB's bounds, Kaufmann & Kalyanakrishnan 2013).
+
+    For independent observations in [0, 1] (not only 0/1) with average mean mu, P(mean_n >= q) <= exp(-n kl(mu, q))
+    for q > mu, and the same below (Hoeffding 1963, Thm 1, in its KL form). After the t-th pull of an arm its n
+    observations give {q : n kl(mean_n, q) <= log(2 t (t + 1) / delta)}: a union over the pull counts t (delta_t =
+    delta / (t (t + 1)), half a side), so the running intersection holds at every t at once with probability >=
+    1 - delta. Tightest where rewards are 0/1 and means near 0 or 1, where Bernstein-type bounds are loose.
+    """
+
+    def __init__(self, n_arms: int, delta: float):
+        self.delta = delta
+        self.n, self.sum = np.zeros(n_arms), np.zeros(n_arms)
+        self.pulls = np.zeros(n_arms, dtype=np.int64)
+        self.lower, self.upper = np.zeros(n_arms), np.ones(n_arms)
+
+    def add(self, arm: int, rewards: np.ndarray) -> None:
+        x = check_unit_interval(rewards, arm)
+        self.n[arm] += len(x)
+        self.sum[arm] += float(x.sum())
+        self.pulls[arm] += 1
+        t = int(self.pulls[arm])
+        lower, upper = kl_bounds(self.sum[arm] / self.n[arm], self.n[arm], math.log(2.0 * t * (t + 1) / self.delta))
+        self.lower[arm], self.upper[arm] = max(self.lower[arm], lower), min(self.upper[arm], upper)
+
+    def all_bounds(self, arms: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        arms = np.arange(len(self.n)) if arms is None else np.asarray(arms)
+        return self.lower[arms].copy(), self.upper[arms].copy()
+
+
 class PullMeans:
     """Adapts a sequence on pull means (BettingCS, or ArmStats' union-bound Bernstein) to per-query rewards."""
 
@@ -222,14 +279,16 @@ class PullMeans:
         return self.inner.all_bounds() if self.kind == "betting" else self.inner.bounds(self.delta)
 
 
-CONFIDENCE_SEQUENCES = ("query-bernstein", "betting", "bernstein")
+CONFIDENCE_SEQUENCES = ("query-bernstein", "betting", "bernstein", "kl")
 
 
 def confidence_sequence(kind: str, n_arms: int, delta: float):
     """Per-arm sequences, each at level delta, fed the reward vector of every pull."""
     if kind not in CONFIDENCE_SEQUENCES:
         raise ConfigError(f"confidence sequence must be one of {', '.join(CONFIDENCE_SEQUENCES)}, got {kind!r}")
-    return QueryBernsteinCS(n_arms, delta) if kind == "query-bernstein" else PullMeans(kind, n_arms, delta)
+    if kind == "query-bernstein":
+        return QueryBernsteinCS(n_arms, delta)
+    return KLCS(n_arms, delta) if kind == "kl" else PullMeans(kind, n_arms, delta)
 
 
 class OutOfPulls(Exception):

@@ -163,3 +163,41 @@ def test_a_reward_outside_the_unit_interval_is_an_error_not_clipped(cs, bad):
         LUCB(Env(), 1, epsilon=0.1, delta=0.05, cs=cs, max_pulls=50).run()
     edges = confidence_sequence(cs, 2, 0.05)
     edges.add(0, np.array([0.0, 1.0]))  # the ends of the interval are rewards like any other
+
+
+def test_kl_sequence_is_anytime_valid_on_unequal_query_means_and_tight_near_the_edges():
+    """KL-LUCB's Chernoff-KL bounds on per-query 0/1 rewards whose means differ: they target the average, never miss
+    more often than delta, and near a mean of 0.95 they are narrower than Hoeffding's at the same level."""
+    rng = np.random.default_rng(4)
+    streams, pulls, delta = 300, 60, 0.1
+    missed = 0
+    for _ in range(streams):
+        p = rng.uniform(0.05, 0.95, 20)
+        cs = confidence_sequence("kl", 2, delta)
+        for _ in range(pulls):
+            cs.add(0, (rng.random(20) < p).astype(float))
+            low, high = cs.all_bounds([0])
+            if not low[0] <= p.mean() <= high[0]:
+                missed += 1
+                break
+    assert missed / streams <= delta + 3 * np.sqrt(delta * (1 - delta) / streams)
+    assert tuple(np.concatenate(cs.all_bounds([1]))) == (0.0, 1.0)  # never pulled: uninformative
+    edge = confidence_sequence("kl", 1, delta)
+    edge.add(0, np.r_[np.ones(95), np.zeros(5)])  # one pull of 100 rewards, mean 0.95
+    low, high = edge.all_bounds()
+    assert low[0] < 0.95 < high[0] and high[0] - low[0] < 2 * hoeffding_radius(100, delta / 2 / 2)
+
+
+def test_kl_lucb_certifies_the_top_m_of_a_0_1_instance():
+    class Bernoulli01:
+        true_means = np.array([0.9, 0.85, 0.6, 0.5, 0.3])
+        n_arms = 5
+
+        def __init__(self):
+            self.rng = np.random.default_rng(5)
+
+        def pull(self, arm):
+            return (self.rng.random(20) < self.true_means[arm]).astype(float)
+
+    res = LUCB(Bernoulli01(), m=2, epsilon=0.05, delta=0.05, cs="kl").run()
+    assert res.stopped_by == "certified" and set(res.top_m) == {0, 1} and res.coverage == 1.0
