@@ -43,6 +43,7 @@ SIM_METHODS = {
     "dearicl-mc-mean": SimMethod("neural", neural={"estimate": "mc-mean"}),  # MC-dropout mean as mu_hat
     "lucb": SimMethod("model-free", "lucb"),  # per-arm anytime confidence sequences (dearicl/confidence.py)
     "lucb-kl": SimMethod("model-free", "lucb", cs="kl"),  # KL-LUCB: Chernoff-KL sequences (Kaufmann & Kalyanakrishnan 2013)
+    "lucb-wor": SimMethod("model-free", "lucb", cs="wor"),  # --protocol population: the pool mean, without replacement
     "dearicl-pac": SimMethod("pac"),  # certified stop on the confidence sequences (dearicl/pac.py)
     "dearicl-pac-model": SimMethod("pac", stop="model"),  # the earlier model-interval stop: NOT a certificate
 }
@@ -97,6 +98,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--pool-size", type=int, default=300, help="pool items the arms are drawn from")
     p.add_argument("--n-arms", type=int, default=100, help="arms (k-subsets of the pool) per instance")
     p.add_argument("--n-val", type=int, default=20, help="validation queries: a pull returns one reward per query")
+    p.add_argument("--protocol", choices=["fixed", "population"], default="fixed",
+                   help="table:FILE: fixed = every pull covers the same --n-val items (the target is their mean); "
+                        "population = pull t of every arm draws batch t of one shuffle of the whole pool without "
+                        "replacement (the target is the pool mean; lucb-wor)")
+    p.add_argument("--batch", type=int, default=None,
+                   help="--protocol population: rewards per pull (default --n-val)")
     p.add_argument("--k", type=int, default=5, help="demonstrations per arm")
     p.add_argument("--cold-start", type=int, default=5, help="arms pulled once before the first round")
     p.add_argument("--reward-module", type=Path, help="custom: file defining reward(query_embedding, demo_embeddings, rng)")
@@ -167,12 +174,21 @@ class World:
 
 def parse_methods(args, linear: bool) -> list[str]:
     spec = args.methods or ("case" if linear else DEFAULT_METHODS)
+    population = args.protocol == "population"
+    if population and not args.env.startswith("table:"):
+        raise ConfigError("--protocol population samples a recorded table's pool without replacement: use --env table:FILE")
     methods = list(SIM_METHODS) if spec == "all" else spec.split(",")
-    if spec == "all" and linear:
-        methods = ["case"]
+    if spec == "all":
+        methods = ["case"] if linear else [n for n in methods if (SIM_METHODS[n].cs == "wor") == population]
     for name in methods:
         if name not in SIM_METHODS:
             raise ConfigError(f"unknown simulate method '{name}'; known: {', '.join(SIM_METHODS)}")
+        if population and SIM_METHODS[name].cs != "wor":
+            raise ConfigError(f"'{name}' assumes a fixed validation set or independent rewards; under --protocol "
+                              "population only lucb-wor runs (its sequence samples without replacement)")
+        if not population and SIM_METHODS[name].cs == "wor":
+            raise ConfigError(f"'{name}' samples a finite population without replacement: add --protocol population "
+                              "(with --env table:FILE)")
         kind = SIM_METHODS[name].kind
         if linear and kind in ("neural", "pac"):
             raise ConfigError(f"'{name}' needs query embeddings: use --env nonlinear or another family")
@@ -188,7 +204,7 @@ def table_world(args, env_info: dict):
     from bench.encoder import Encoder
     from bench.reward_table import RewardTable, table_splits
     from dearicl.arms import ArmSet
-    from dearicl.environments import RecordedEnvironment
+    from dearicl.environments import PopulationEnvironment, RecordedEnvironment
 
     path = Path(args.env.split(":", 1)[1])
     table = RewardTable.load(path)
@@ -205,6 +221,7 @@ def table_world(args, env_info: dict):
     values = values[:, :, None] if values.ndim == 2 else values
     env_info.update(table=str(path), task=meta["task"], model=meta["model"], n_arms=len(members), k=meta["k"],
                     n_val=n_val, validation_pool=len(pool_rows), samples=values.shape[2], reward=args.table_reward,
+                    protocol=args.protocol, batch=(args.batch or n_val) if args.protocol == "population" else None,
                     simulated=False, recorded=True)
     cache: dict[int, World] = {}
 
@@ -212,7 +229,12 @@ def table_world(args, env_info: dict):
         if run not in cache:
             pick = np.sort(np.random.default_rng([args.seed, run, 2]).choice(len(pool_rows), n_val, replace=False))
             queries = queries_all[pick]
-            cache[run] = World(lambda rng: RecordedEnvironment(values, pool_rows[pick], pool_rows, rng),
+            if args.protocol == "population":
+                batch = args.batch or n_val
+                make = lambda rng: PopulationEnvironment(values, pool_rows, batch, rng)  # noqa: E731
+            else:
+                make = lambda rng: RecordedEnvironment(values, pool_rows[pick], pool_rows, rng)  # noqa: E731
+            cache[run] = World(make,
                                case_features=slot_similarity_features(arms, demo, queries),
                                arm_emb=arm_embeddings(arms, demo), queries=queries)
         return cache[run]
@@ -328,8 +350,8 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
     neural = {**spec.neural, **args.neural_overrides} if spec.kind in ("neural", "pac") else {}
     if spec.kind == "pac":
         neural["stop"] = spec.stop
-    if spec.kind == "model-free":
-        neural["cs"] = spec.cs or args.cs
+    if spec.cs:  # a method with its own sequence (the run's --cs is in the env block)
+        neural["cs"] = spec.cs
     row = {"method": name, "simulated": not args.env.startswith("table:"), "runs": args.runs, "kind": spec.kind,
            "settings": neural, "delta": args.delta}
     for key, label in (("pulls", "mean_pulls"), ("error", "error_rate"), ("eps_error", "eps_error_rate"),

@@ -187,6 +187,9 @@ class QueryBernsteinCS:
         x = check_unit_interval(rewards, arm)
         if self.query_sum is None:
             self.query_sum = np.zeros((len(self.t), len(x)))
+        if len(x) != self.query_sum.shape[1]:  # its validity needs every pull to cover the same items once
+            raise ConfigError(f"the per-query sequence needs every pull to cover the same validation items: a pull "
+                              f"of arm {arm} returned {len(x)} rewards after pulls of {self.query_sum.shape[1]}")
         if self.pulls[arm]:
             predicted = self.query_sum[arm] / self.pulls[arm]
         elif self.pulls.any():  # the queries' means over every arm so far: still predictable
@@ -265,6 +268,64 @@ class KLCS:
         return self.lower[arms].copy(), self.upper[arms].copy()
 
 
+class WoRBettingCS:
+    """Without-replacement betting confidence sequence for a finite population's mean (Waudby-Smith & Ramdas 2020,
+    "Confidence sequences for sampling without replacement", hedged capital with predictable plug-in bets, on a grid
+    of candidate means), per arm.
+
+    Each arm's observations are its population of N rewards in [0, 1] in a uniformly random order. Given the first
+    t - 1 of them, the t-th has conditional mean mu_t(m) = (N m - S_{t-1}) / (N - t + 1) if the population mean is
+    m, so prod (1 + lam_i (X_i - mu_i(m))) is a nonnegative martingale for predictable lam_i in [0, 1/mu_i(m)], and
+    the same with -lam_i up to 1/(1 - mu_i(m)); m leaves the set once the averaged capital reaches 1/delta (Ville's
+    inequality), or once mu_t(m) leaves [0, 1] (no remaining population could have that mean). After all N, the
+    interval is the exact mean. Grid steps are added to both ends, as in `BettingCS`.
+    """
+
+    def __init__(self, n_arms: int, delta: float, population: int, grid: int = 1000):
+        self.delta, self.population = delta, int(population)
+        self.m = (np.arange(grid) + 0.5) / grid
+        self.step = 1.0 / grid
+        self.log_up = np.zeros((n_arms, grid))
+        self.log_down = np.zeros((n_arms, grid))
+        self.possible = np.ones((n_arms, grid), dtype=bool)
+        self.n = np.zeros(n_arms, dtype=np.int64)
+        self.sum = np.zeros(n_arms)
+        self.sq = np.full(n_arms, 0.25)
+
+    def add(self, arm: int, rewards: np.ndarray) -> None:
+        big_n = self.population
+        for x in check_unit_interval(rewards, arm):
+            t = int(self.n[arm]) + 1
+            if t > big_n:  # the arm has seen its whole population: a repeat adds nothing
+                return
+            mu = (big_n * self.m - self.sum[arm]) / (big_n - t + 1)  # E[X_t | past] for each candidate mean
+            self.possible[arm] &= (mu >= 0.0) & (mu <= 1.0)
+            mu = np.clip(mu, 1e-12, 1.0 - 1e-12)
+            var = self.sq[arm] / t
+            lam = math.sqrt(2.0 * math.log(2.0 / self.delta) / (var * t * math.log(t + 1.0)))
+            self.log_up[arm] += np.log1p(np.minimum(lam, 0.5 / mu) * (x - mu))
+            self.log_down[arm] += np.log1p(-np.minimum(lam, 0.5 / (1.0 - mu)) * (x - mu))
+            running = (0.5 + self.sum[arm]) / t
+            self.n[arm], self.sum[arm] = t, self.sum[arm] + x
+            self.sq[arm] += (x - running) ** 2
+
+    def all_bounds(self, arms: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        arms = np.arange(len(self.n)) if arms is None else np.asarray(arms)
+        log_capital = np.logaddexp(self.log_up[arms], self.log_down[arms]) - math.log(2.0)
+        inside = (log_capital < math.log(1.0 / self.delta)) & self.possible[arms]
+        any_inside = inside.any(axis=1)
+        first = np.argmax(inside, axis=1)
+        last = inside.shape[1] - 1 - np.argmax(inside[:, ::-1], axis=1)
+        lower = np.maximum(0.0, self.m[first] - self.step)
+        upper = np.minimum(1.0, self.m[last] + self.step)
+        mean = self.sum[arms] / np.maximum(self.n[arms], 1)
+        lower, upper = np.where(any_inside, lower, mean), np.where(any_inside, upper, mean)
+        done = self.n[arms] >= self.population  # every reward seen: the mean is known exactly
+        lower, upper = np.where(done, mean, lower), np.where(done, mean, upper)
+        unpulled = self.n[arms] == 0
+        return np.where(unpulled, 0.0, lower), np.where(unpulled, 1.0, upper)
+
+
 class PullMeans:
     """Adapts a sequence on pull means (BettingCS, or ArmStats' union-bound Bernstein) to per-query rewards."""
 
@@ -279,13 +340,22 @@ class PullMeans:
         return self.inner.all_bounds() if self.kind == "betting" else self.inner.bounds(self.delta)
 
 
-CONFIDENCE_SEQUENCES = ("query-bernstein", "betting", "bernstein", "kl")
+CONFIDENCE_SEQUENCES = ("query-bernstein", "betting", "bernstein", "kl", "wor")
 
 
-def confidence_sequence(kind: str, n_arms: int, delta: float):
-    """Per-arm sequences, each at level delta, fed the reward vector of every pull."""
+def confidence_sequence(kind: str, n_arms: int, delta: float, population: int | None = None):
+    """Per-arm sequences, each at level delta, fed the reward vector of every pull. `wor` needs the finite
+    population an environment samples without replacement (`population`, the population protocol)."""
     if kind not in CONFIDENCE_SEQUENCES:
         raise ConfigError(f"confidence sequence must be one of {', '.join(CONFIDENCE_SEQUENCES)}, got {kind!r}")
+    if kind == "wor":
+        if population is None:
+            raise ConfigError("the without-replacement sequence (cs wor) needs an environment that samples a finite "
+                              "population without replacement: a recorded table under --protocol population")
+        return WoRBettingCS(n_arms, delta, population)
+    if population is not None:
+        raise ConfigError(f"cs {kind} assumes independent rewards, and this environment samples a finite population "
+                          "without replacement: use cs wor")
     if kind == "query-bernstein":
         return QueryBernsteinCS(n_arms, delta)
     return KLCS(n_arms, delta) if kind == "kl" else PullMeans(kind, n_arms, delta)
@@ -322,7 +392,8 @@ class LUCB:
             raise ConfigError(f"lucb: delta must be in (0, 1) and epsilon >= 0, got {delta}, {epsilon}")
         self.env, self.m, self.epsilon, self.delta, self.max_pulls = env, m, epsilon, delta, max_pulls
         self.stats = ArmStats(env.n_arms)
-        self.sequence = confidence_sequence(cs, env.n_arms, delta / env.n_arms)  # a union bound over the arms
+        # a union bound over the arms; `population`: the environment samples a finite pool without replacement
+        self.sequence = confidence_sequence(cs, env.n_arms, delta / env.n_arms, getattr(env, "population", None))
         self.pulls = 0
 
     def _pull(self, arm: int) -> None:

@@ -177,7 +177,8 @@ class RecordedEnvironment:
     def __init__(self, values: np.ndarray, rows: np.ndarray, pool: np.ndarray, rng: np.random.Generator):
         self.values, self.rows, self.rng = values, np.asarray(rows), rng  # values: [arms, items, samples]
         self.n_arms = len(values)
-        self.true_means = values[:, pool].reshape(len(values), -1).mean(axis=1)
+        # in float64: a float32 mean (0.42 -> 0.41999998) would fail exact coverage checks against exact intervals
+        self.true_means = values[:, pool].reshape(len(values), -1).astype(np.float64).mean(axis=1)
         self.sampled_pulls, self.arms_pulled = 0, set()
 
     def pull(self, arm: int) -> np.ndarray:
@@ -197,3 +198,38 @@ class RecordedEnvironment:
 
     def llm_seconds(self) -> float:
         return 0.0
+
+
+class PopulationEnvironment(RecordedEnvironment):
+    """The population protocol on a recorded table: the target is each arm's mean over the WHOLE validation pool and
+    every recorded sample (N = items x samples rewards per arm), and pulls sample that population without
+    replacement, with common random numbers. One seeded shuffle of the N (item, sample) pairs is drawn per run; the
+    t-th pull of ANY arm returns batch t of it (the same items for every arm, so arms are compared on the same
+    queries), and an arm that has seen all N starts the same order again. A without-replacement confidence sequence
+    (`cs="wor"`) then targets the pool mean, and is exact once an arm has seen the whole population."""
+
+    def __init__(self, values: np.ndarray, pool: np.ndarray, batch: int, rng: np.random.Generator):
+        super().__init__(values, pool, pool, rng)
+        samples = values.shape[2]
+        self.population = len(pool) * samples
+        if not 1 <= batch <= self.population:
+            raise ConfigError(f"--batch must be in [1, {self.population}] (the pool's items x samples), got {batch}")
+        order = rng.permutation(self.population)
+        self.order_items, self.order_samples = np.asarray(pool)[order // samples], order % samples
+        self.batch = batch
+        self.pulls_of = np.zeros(len(values), dtype=np.int64)
+
+    def pull(self, arm: int) -> np.ndarray:
+        start = int(self.pulls_of[arm]) * self.batch
+        idx = np.arange(start, start + self.batch) % self.population
+        self.pulls_of[arm] += 1
+        self.sampled_pulls += 1
+        self.arms_pulled.add(int(arm))
+        return self.values[arm, self.order_items[idx], self.order_samples[idx]].astype(np.float64)
+
+    def harness_calls(self) -> int:
+        """Each (arm, item, sample) asked once is one LLM call; an arm's second pass over the population is cached
+        when answers are deterministic (one sample), asked anew otherwise."""
+        if self.values.shape[2] > 1:
+            return int(self.pulls_of.sum()) * self.batch
+        return int(np.minimum(self.pulls_of * self.batch, self.population).sum())

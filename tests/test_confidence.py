@@ -201,3 +201,67 @@ def test_kl_lucb_certifies_the_top_m_of_a_0_1_instance():
 
     res = LUCB(Bernoulli01(), m=2, epsilon=0.05, delta=0.05, cs="kl").run()
     assert res.stopped_by == "certified" and set(res.top_m) == {0, 1} and res.coverage == 1.0
+
+
+def test_without_replacement_sequence_covers_a_finite_pool_mean_and_ends_exact():
+    """Waudby-Smith & Ramdas 2020 on 0/1 pools of 50: misses the pool mean at most delta of the time at ANY batch,
+    ends on the exact mean once all 50 are seen, and near the end is far narrower than betting as if i.i.d."""
+    rng = np.random.default_rng(6)
+    streams, size, delta = 300, 50, 0.1
+    missed, wor_width, iid_width = 0, [], []
+    for _ in range(streams):
+        pool = (rng.random(size) < rng.uniform(0.1, 0.9)).astype(float)
+        order = rng.permutation(size)
+        cs, iid = confidence_sequence("wor", 1, delta, population=size), BettingCS(1, delta)
+        ever = False
+        for batch in range(5):
+            x = pool[order[10 * batch:10 * (batch + 1)]]
+            cs.add(0, x)
+            for value in x:
+                iid.add(0, float(value))
+            low, high = cs.all_bounds()
+            ever |= not low[0] - 1e-12 <= pool.mean() <= high[0] + 1e-12
+            if batch == 3:  # 40 of 50 seen
+                wor_width.append(high[0] - low[0])
+                iid_width.append(np.subtract(*iid.bounds(0)[::-1]))
+        missed += ever
+        assert low[0] == high[0] == pool.mean()  # all seen: exact
+        cs.add(0, pool[order[:10]])  # a second pass adds nothing
+        assert cs.all_bounds()[0][0] == pool.mean()
+    assert missed / streams <= delta + 3 * np.sqrt(delta * (1 - delta) / streams)
+    assert np.mean(wor_width) < 0.7 * np.mean(iid_width)
+
+
+def test_population_protocol_pulls_the_same_batches_for_every_arm_without_replacement():
+    from dearicl.environments import PopulationEnvironment
+
+    values = np.random.default_rng(0).random((3, 8, 2))  # 3 arms, 8 items (6 in the pool), 2 samples
+    pool = np.array([0, 1, 2, 4, 5, 7])
+    env = PopulationEnvironment(values, pool, 4, np.random.default_rng(1))
+    assert env.population == 12
+    first = [env.pull(0) for _ in range(3)]  # 12 rewards: the whole population once
+    np.testing.assert_array_equal(np.sort(np.concatenate(first)), np.sort(values[0, pool].ravel()))
+    pairs = [(i, s) for i, s in zip(env.order_items, env.order_samples)]
+    assert len(set(pairs)) == 12  # one shuffle of every (item, sample) pair
+    np.testing.assert_array_equal(env.pull(1), values[1, env.order_items[:4], env.order_samples[:4]])  # batch 1 again
+    np.testing.assert_array_equal(env.pull(0), first[0])  # a fourth pull starts the same order again
+    assert env.true_means[2] == pytest.approx(values[2, pool].mean()) and env.true_means.dtype == np.float64
+    assert env.harness_calls() == 4 * 4 + 1 * 4  # two samples: every pull asks anew
+    with pytest.raises(ConfigError, match=r"--batch must be in \[1, 12\]"):
+        PopulationEnvironment(values, pool, 13, np.random.default_rng(1))
+    with pytest.raises(ConfigError, match="cs query-bernstein assumes independent rewards"):
+        LUCB(env, 1, cs="query-bernstein")
+    res = LUCB(PopulationEnvironment(values, pool, 4, np.random.default_rng(2)), 1, epsilon=0.01, delta=0.1,
+               cs="wor").run()
+    assert res.stopped_by == "certified" and res.coverage == 1.0
+    assert int(np.argmax(values[:, pool].mean(axis=(1, 2)))) == res.top_m[0]
+    with pytest.raises(ConfigError, match="needs an environment that samples a finite population"):
+        LUCB(MeansEnv([0.2, 0.5], np.random.default_rng(0)), 1, cs="wor")
+
+
+def test_the_per_query_sequence_refuses_pulls_over_other_items():
+    cs = confidence_sequence("query-bernstein", 2, 0.05)
+    cs.add(0, np.full(5, 0.5))
+    with pytest.raises(ConfigError, match="needs every pull to cover the same validation items: a pull of arm 1 "
+                                          "returned 4 rewards after pulls of 5"):
+        cs.add(1, np.full(4, 0.5))

@@ -101,6 +101,23 @@ def test_a_replay_reports_rounds_calls_and_the_eps_error_bound_with_the_knobs_it
         assert row["eps_error_ucb95"] == pytest.approx(0.6316, abs=1e-3) if errors == 0 else row["eps_error_ucb95"] > 0.6
 
 
+def test_the_population_protocol_certifies_the_pool_mean_where_a_fixed_set_certifies_its_own(table, tmp_path,
+                                                                                             data_dir, capsys):
+    t, _ = table
+    t.save(tmp_path / "t.npz")
+    base = ["simulate", "--env", f"table:{tmp_path / 't.npz'}", "--m", "2", "--runs", "3", "--data-dir",
+            str(data_dir), "--no-progress"]
+    assert main([*base, "--methods", "lucb", "--protocol", "population"]) == 2
+    assert "only lucb-wor runs" in capsys.readouterr().err
+    out = tmp_path / "wor.json"
+    assert main([*base, "--methods", "all", "--protocol", "population", "--batch", "4", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    (row,) = data["results"]
+    assert row["method"] == "lucb-wor" and row["settings"] == {"cs": "wor"}
+    assert data["env"]["protocol"] == "population" and data["env"]["batch"] == 4
+    assert row["coverage"] == 1.0 and row["eps_error_rate"] == 0.0
+
+
 @pytest.mark.parametrize("bad, message", [("mc_passes", "KEY=VALUE"), ("passes=4", "KEY=VALUE"),
                                           ("mc_passes=many", "needs a int"), ("width_schedule=cosine", "width_schedule")])
 def test_a_bad_neural_override_is_one_line_exit_2(bad, message, capsys):

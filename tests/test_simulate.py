@@ -61,6 +61,8 @@ def test_custom_reward_module(tmp_path, data_dir):
     (["--env", "custom", "--reward-module", "missing.py"], "reward module not found"),
     (["--env", "linear", "--methods", "dearicl"], "needs query embeddings"),
     (["--env", "linear", "--methods", "lucb"], "needs rewards in [0, 1]"),
+    (["--env", "nonlinear", "--protocol", "population"], "--protocol population samples a recorded table"),
+    (["--env", "nonlinear", "--methods", "lucb-wor"], "add --protocol population"),
 ])
 def test_simulate_bad_input(tmp_path, capsys, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)
@@ -102,7 +104,7 @@ def test_family_run_reports_every_metric_with_standard_errors(tmp_path, data_dir
     assert settings["dearicl-cal0"] == {"calibration": 0.0}
     assert settings["dearicl-paper-schedule"] == {"epochs_per_round": 1, "lr": 1e-4}
     assert settings["dearicl-pac"] == {"stop": "sequences"} and settings["dearicl-pac-model"] == {"stop": "model"}
-    assert settings["lucb"] == {"cs": "query-bernstein"} and settings["lucb-kl"] == {"cs": "kl"}
+    assert settings["lucb"] == {} and settings["lucb-kl"] == {"cs": "kl"}
     assert (tmp_path / "scatter.png").stat().st_size > 1000 and (tmp_path / "conv.png").stat().st_size > 1000
 
 
