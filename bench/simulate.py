@@ -19,7 +19,8 @@ from bench.errors import ConfigError, DataError
 from bench.options import HelpFormatter, Parser, default_data_dir
 from dearicl.arms import arm_embeddings, build_arms, cluster_labels, slot_similarity_features
 from dearicl.bandit import BanditConfig, GapIndexTopM
-from dearicl.confidence import CONFIDENCE_SEQUENCES, LUCB, true_simple_regret
+from dearicl.confidence import (CONFIDENCE_SEQUENCES, LUCB, QuantileLUCB, quantile_sample_size, quantile_target,
+                                true_simple_regret)
 from dearicl.environments import EmbeddingEnvironment, LinearEnvironment, load_reward_module
 from dearicl.pac import CertifiedTopM, PacConfig
 from dearicl.surrogates import LinearSurrogate, NeuralConfig, NeuralSurrogate
@@ -44,6 +45,8 @@ SIM_METHODS = {
     "lucb": SimMethod("model-free", "lucb"),  # per-arm anytime confidence sequences (dearicl/confidence.py)
     "lucb-kl": SimMethod("model-free", "lucb", cs="kl"),  # KL-LUCB: Chernoff-KL sequences (Kaufmann & Kalyanakrishnan 2013)
     "lucb-wor": SimMethod("model-free", "lucb", cs="wor"),  # --protocol population: the pool mean, without replacement
+    # certifies one arm within epsilon of the top --rho fraction, at a cost independent of the number of arms
+    "lucb-quantile": SimMethod("quantile", "lucb"),
     "dearicl-pac": SimMethod("pac"),  # certified stop on the confidence sequences (dearicl/pac.py)
     "dearicl-pac-model": SimMethod("pac", stop="model"),  # the earlier model-interval stop: NOT a certificate
 }
@@ -102,6 +105,8 @@ def parser() -> argparse.ArgumentParser:
                    help="table:FILE: fixed = every pull covers the same --n-val items (the target is their mean); "
                         "population = pull t of every arm draws batch t of one shuffle of the whole pool without "
                         "replacement (the target is the pool mean; lucb-wor)")
+    p.add_argument("--rho", type=float, default=0.1,
+                   help="lucb-quantile: certify one arm within epsilon of the top rho fraction of the arms")
     p.add_argument("--batch", type=int, default=None,
                    help="--protocol population: rewards per pull (default --n-val)")
     p.add_argument("--k", type=int, default=5, help="demonstrations per arm")
@@ -192,7 +197,9 @@ def parse_methods(args, linear: bool) -> list[str]:
         kind = SIM_METHODS[name].kind
         if linear and kind in ("neural", "pac"):
             raise ConfigError(f"'{name}' needs query embeddings: use --env nonlinear or another family")
-        if linear and kind == "model-free":
+        if kind == "quantile" and not 0 < args.rho <= 1:
+            raise ConfigError(f"--rho must be in (0, 1], got {args.rho}")
+        if linear and kind in ("model-free", "quantile"):
             raise ConfigError(f"'{name}' needs rewards in [0, 1] (its confidence sequences assume them); "
                               "the linear environment's Gaussian rewards are unbounded")
     return methods
@@ -308,6 +315,9 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
         began = time.perf_counter()
         if spec.kind == "model-free":
             res = LUCB(env, m, epsilon=epsilon, delta=args.delta, max_pulls=args.budget, cs=spec.cs or args.cs).run()
+        elif spec.kind == "quantile":
+            res = QuantileLUCB(env, args.rho, epsilon=epsilon, delta=args.delta, max_pulls=args.budget,
+                               cs=spec.cs or args.cs, seed=args.seed * 1000 + r).run()
         elif spec.kind == "pac":
             surrogate = NeuralSurrogate(world.queries, world.arm_emb, delta=args.delta,
                                         config=NeuralConfig(seed=args.seed + r))
@@ -334,9 +344,14 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
         per_run["seconds"].append(time.perf_counter() - began)
         truth = env.true_means
         best = np.sort(truth)[::-1]
-        per_run["error"].append(float(set(res.top_m) != set(np.argsort(-truth, kind="stable")[:m].tolist())))
-        # (epsilon, delta)-PAC: every returned arm within epsilon of the true m-th best
-        per_run["eps_error"].append(float(np.any(truth[res.top_m] < best[m - 1] - epsilon - 1e-12)))
+        if spec.kind == "quantile":  # its target: one arm within epsilon of the top rho fraction
+            bar = quantile_target(truth, args.rho)
+            per_run["error"].append(float(truth[res.top_m[0]] < bar))
+            per_run["eps_error"].append(float(truth[res.top_m[0]] < bar - epsilon - 1e-12))
+        else:
+            per_run["error"].append(float(set(res.top_m) != set(np.argsort(-truth, kind="stable")[:m].tolist())))
+            # (epsilon, delta)-PAC: every returned arm within epsilon of the true m-th best
+            per_run["eps_error"].append(float(np.any(truth[res.top_m] < best[m - 1] - epsilon - 1e-12)))
         per_run["regret"].append(true_simple_regret(truth, res.top_m))
         per_run["pulls"].append(res.pulls)
         per_run["rounds"].append(res.rounds)
@@ -352,6 +367,8 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
         neural["stop"] = spec.stop
     if spec.cs:  # a method with its own sequence (the run's --cs is in the env block)
         neural["cs"] = spec.cs
+    if spec.kind == "quantile":
+        neural.update(rho=args.rho, m=1, arms_sampled=min(quantile_sample_size(args.rho, args.delta), env.n_arms))
     row = {"method": name, "simulated": not args.env.startswith("table:"), "runs": args.runs, "kind": spec.kind,
            "settings": neural, "delta": args.delta}
     for key, label in (("pulls", "mean_pulls"), ("error", "error_rate"), ("eps_error", "eps_error_rate"),

@@ -146,14 +146,18 @@ class ArmStats:
         return np.clip(self.mean - radius, 0.0, 1.0), np.clip(self.mean + radius, 0.0, 1.0)
 
 
+ROUNDING = 1e-6  # float32 scores of identical texts land a hair outside [0, 1] (BERTScore F1 1.0000001)
+
+
 def check_unit_interval(rewards: np.ndarray, arm: int) -> np.ndarray:
-    """Every sequence here is valid only for rewards in [0, 1]: anything else is an error, never clipped silently."""
+    """Every sequence here is valid only for rewards in [0, 1]: anything further out than float rounding is an error,
+    never clipped silently; rounding excess is clipped."""
     x = np.asarray(rewards, dtype=np.float64)
-    bad = ~((x >= 0.0) & (x <= 1.0))  # NaN fails too
+    bad = ~((x >= -ROUNDING) & (x <= 1.0 + ROUNDING))  # NaN fails too
     if bad.any():
-        raise ConfigError(f"a reward of arm {arm} is {float(x[bad][0]):.4g}, outside [0, 1]: the confidence sequences "
+        raise ConfigError(f"a reward of arm {arm} is {float(x[bad][0])!r}, outside [0, 1]: the confidence sequences "
                           "(and their certificate) need rewards in [0, 1]; map the reward into [0, 1] first")
-    return x
+    return np.clip(x, 0.0, 1.0)
 
 
 class QueryBernsteinCS:
@@ -438,6 +442,60 @@ class LUCB:
         top = np.argsort(-self.stats.mean, kind="stable")[: self.m]
         return LUCBResult(top_m=[int(a) for a in top], pulls=self.pulls, rounds=rounds, stopped_by=stopped_by,
                           trace=trace, coverage=trace_coverage(trace))
+
+
+class ArmSubset:
+    """Some arms of an environment, renumbered 0..n-1 (quantile-PAC's uniform sample of the arms)."""
+
+    def __init__(self, env, arms):
+        self.env, self.arms = env, np.asarray(arms, dtype=np.int64)
+        self.n_arms = len(self.arms)
+        truth = getattr(env, "true_means", None)
+        self.true_means = None if truth is None else np.asarray(truth)[self.arms]
+        self.population = getattr(env, "population", None)
+
+    def pull(self, arm: int) -> np.ndarray:
+        return self.env.pull(int(self.arms[arm]))
+
+
+def quantile_sample_size(rho: float, delta: float) -> int:
+    """Arms drawn uniformly so that, with probability >= 1 - delta/2, one lies in the top rho fraction:
+    (1 - rho)^n <= exp(-rho n) <= delta / 2."""
+    return int(math.ceil(math.log(2.0 / delta) / rho))
+
+
+def quantile_target(truth: np.ndarray, rho: float) -> float:
+    """mu_[rho]: the true mean of the ceil(rho K)-th best arm, the bar quantile-PAC certifies against."""
+    return float(np.sort(truth)[::-1][max(1, math.ceil(rho * len(truth))) - 1])
+
+
+class QuantileLUCB:
+    """(epsilon, rho, delta)-quantile PAC (Chaudhuri & Kalyanakrishnan 2017; Aziz et al. 2018): with probability
+    >= 1 - delta, the returned arm's mean is >= mu_[rho] - epsilon, mu_[rho] the ceil(rho K)-th best mean, at a cost
+    that does not grow with K.
+
+    n = ceil(log(2/delta) / rho) arms are drawn uniformly without replacement (then one of them is in the top
+    ceil(rho K) with probability >= 1 - (1 - rho)^n >= 1 - delta/2), and LUCB with m = 1 at delta/2 certifies one
+    within epsilon of the best of them. Union of the two events: 1 - delta. The only certificate affordable when the
+    arms are subsets of a pool, more than any budget can pull once each."""
+
+    def __init__(self, env, rho: float, epsilon: float = 0.1, delta: float = 0.05, max_pulls: int | None = None,
+                 cs: str = "query-bernstein", seed: int = 0):
+        if not 0 < rho <= 1:
+            raise ConfigError(f"quantile-PAC: rho must be in (0, 1], got {rho}")
+        if not 0 < delta < 1 or epsilon < 0:
+            raise ConfigError(f"quantile-PAC: delta must be in (0, 1) and epsilon >= 0, got {delta}, {epsilon}")
+        self.env, self.rho, self.epsilon, self.delta, self.max_pulls, self.cs = env, rho, epsilon, delta, max_pulls, cs
+        n = min(env.n_arms, quantile_sample_size(rho, delta))
+        self.sample = np.sort(np.random.default_rng(seed).choice(env.n_arms, n, replace=False))
+
+    def run(self) -> LUCBResult:
+        if len(self.sample) == 1:  # a single arm: nothing to compare, and it is in the top rho by construction
+            return LUCBResult(top_m=[int(self.sample[0])], pulls=0, rounds=0, stopped_by="certified")
+        res = LUCB(ArmSubset(self.env, self.sample), 1, epsilon=self.epsilon, delta=self.delta / 2,
+                   max_pulls=self.max_pulls, cs=self.cs).run()
+        res.top_m = [int(self.sample[a]) for a in res.top_m]
+        return res
 
 
 def intervals_cover(lower: np.ndarray, upper: np.ndarray, truth: np.ndarray) -> bool:

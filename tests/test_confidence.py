@@ -163,6 +163,7 @@ def test_a_reward_outside_the_unit_interval_is_an_error_not_clipped(cs, bad):
         LUCB(Env(), 1, epsilon=0.1, delta=0.05, cs=cs, max_pulls=50).run()
     edges = confidence_sequence(cs, 2, 0.05)
     edges.add(0, np.array([0.0, 1.0]))  # the ends of the interval are rewards like any other
+    edges.add(1, np.array([1.0000001, -1e-7]))  # float32 rounding of identical texts' BERTScore: clipped, not refused
 
 
 def test_kl_sequence_is_anytime_valid_on_unequal_query_means_and_tight_near_the_edges():
@@ -265,3 +266,34 @@ def test_the_per_query_sequence_refuses_pulls_over_other_items():
     with pytest.raises(ConfigError, match="needs every pull to cover the same validation items: a pull of arm 1 "
                                           "returned 4 rewards after pulls of 5"):
         cs.add(1, np.full(4, 0.5))
+
+
+def test_quantile_pac_certifies_an_arm_of_the_top_rho_at_a_cost_independent_of_the_arms():
+    """(epsilon, rho, delta)-quantile PAC on 2,000 and 20,000 Bernoulli arms: the returned arm is within epsilon of
+    the ceil(rho K)-th best mean in at least 1 - delta of the runs, after the same n = ceil(log(2/delta)/rho)
+    sampled arms whatever K."""
+    from dearicl.confidence import QuantileLUCB, quantile_sample_size, quantile_target
+
+    assert quantile_sample_size(0.1, 0.05) == 37 and quantile_sample_size(0.05, 0.2) == 47
+    assert quantile_target(np.array([0.1, 0.9, 0.5, 0.7]), 0.5) == 0.7  # the 2nd best of 4
+
+    class ManyArms:
+        def __init__(self, k, seed):
+            self.true_means = np.linspace(0.05, 0.95, k)
+            self.n_arms, self.rng = k, np.random.default_rng(seed)
+
+        def pull(self, arm):
+            return (self.rng.random(20) < self.true_means[arm]).astype(float)
+
+    rho, epsilon, delta, runs = 0.05, 0.1, 0.2, 60
+    for k in (2_000, 20_000):
+        errors = 0
+        for run in range(runs):
+            env = ManyArms(k, run)
+            pac = QuantileLUCB(env, rho, epsilon=epsilon, delta=delta, seed=run)
+            res = pac.run()
+            assert len(pac.sample) == 47 and res.stopped_by == "certified"
+            errors += env.true_means[res.top_m[0]] < quantile_target(env.true_means, rho) - epsilon
+        assert errors / runs <= delta + 3 * np.sqrt(delta * (1 - delta) / runs), (k, errors)
+    with pytest.raises(ConfigError, match=r"rho must be in \(0, 1\]"):
+        QuantileLUCB(ManyArms(10, 0), 0.0)

@@ -93,7 +93,7 @@ def test_family_run_reports_every_metric_with_standard_errors(tmp_path, data_dir
     assert data["env"]["instances"] == "one per run" and data["env"]["simulated"]
     methods = [r["method"] for r in data["results"]]
     assert methods == ["case", "dearicl", "dearicl-random", "dearicl-cal0", "dearicl-paper-schedule",
-                       "dearicl-mc-mean", "lucb", "lucb-kl", "dearicl-pac", "dearicl-pac-model"]
+                       "dearicl-mc-mean", "lucb", "lucb-kl", "lucb-quantile", "dearicl-pac", "dearicl-pac-model"]
     for res in data["results"]:
         assert len(res["pulls"]) == 2 and all(p <= 40 for p in res["pulls"])
         assert res["mean_pulls"] == pytest.approx(np.mean(res["pulls"]))
@@ -105,6 +105,7 @@ def test_family_run_reports_every_metric_with_standard_errors(tmp_path, data_dir
     assert settings["dearicl-paper-schedule"] == {"epochs_per_round": 1, "lr": 1e-4}
     assert settings["dearicl-pac"] == {"stop": "sequences"} and settings["dearicl-pac-model"] == {"stop": "model"}
     assert settings["lucb"] == {} and settings["lucb-kl"] == {"cs": "kl"}
+    assert settings["lucb-quantile"] == {"rho": 0.1, "m": 1, "arms_sampled": 24}  # 37 > 24 arms: every arm
     assert (tmp_path / "scatter.png").stat().st_size > 1000 and (tmp_path / "conv.png").stat().st_size > 1000
 
 
