@@ -57,7 +57,7 @@ DEFAULT_METHODS = "case,dearicl,dearicl-random,lucb,dearicl-pac"
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m bench simulate", formatter_class=HelpFormatter,
                                 description="Run bandit methods on SIMULATED reward environments with known truth. "
-                                            "Testbed families (nonlinear, slots, pairwise, order, latent) draw a "
+                                            "Testbed families (nonlinear, slots, pairwise, order, latent, difficulty) draw a "
                                             "new random instance per run; see dearicl/testbeds.py.")
     p.add_argument("--env", required=True, metavar="|".join(ENVS),
                    help="reward environment: linear (--features-csv, --theta), a SIMULATED testbed family, custom "

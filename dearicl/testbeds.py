@@ -22,6 +22,9 @@ The families (one paragraph each in dearicl/README.md):
 - latent: every pool example has a hidden quality drawn independently of its embedding (a wrong rationale, a
   typo); the reward is mostly the arm's mean hidden quality plus a little relevance. No embedding model can
   recover it except by pulling.
+- difficulty: the realistic structure of the recorded tables, and the exception to the calibration above: a
+  shared per-query difficulty dominates (p = sigmoid(d_q + c s_a)) and the arm means span only 10 points, so
+  epsilon 0.02-0.03 is the scale at which arms differ.
 """
 from __future__ import annotations
 
@@ -33,7 +36,8 @@ from bench.errors import ConfigError
 from dearicl.arms import ArmSet, build_arms, slot_similarity_features
 from dearicl.environments import Simulated
 
-FAMILIES = ("nonlinear", "slots", "pairwise", "order", "latent")
+FAMILIES = ("nonlinear", "slots", "pairwise", "order", "latent", "difficulty")
+DIFFICULTY_SPREAD = 0.10  # the difficulty family: arm means span 10 points, as arms differ on real tasks
 SPREAD = (0.2, 0.9)  # calibrated range of the arm means
 ORDERS_PER_SET = 4  # the order family: each set of demonstrations appears in this many orders
 
@@ -170,6 +174,22 @@ def latent_latent(rng, arms: ArmSet, demo: np.ndarray, queries: np.ndarray) -> n
     return zscore(np.repeat(quality[:, None], len(queries), 1)) + 0.3 * zscore(relevance)
 
 
+def difficulty_table(rng, arms: ArmSet, demo: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """p[a, q] = sigmoid(d_q + c s_a): a per-query difficulty d_q ~ N(0, 1.5^2) shared by every arm, which dominates as
+    on the recorded tables (sd of the items' mean reward 0.29-0.38 on the 0/1 tasks), plus an arm effect s_a (the
+    nonlinear family's embedding-driven latent, averaged over queries), scaled so the arm means span 10 points."""
+    from scipy.optimize import brentq
+
+    d = rng.normal(0.0, 1.5, len(queries))
+    s = zscore(nonlinear_latent(rng, arms, demo, queries).mean(axis=1))
+
+    def table(c: float) -> np.ndarray:
+        return 1.0 / (1.0 + np.exp(-(d[None, :] + c * s[:, None])))
+
+    c = brentq(lambda c: float(np.ptp(table(c).mean(axis=1))) - DIFFICULTY_SPREAD, 1e-6, 50.0)
+    return np.clip(table(c), 0.01, 0.99)
+
+
 def order_arms(labels: np.ndarray, demo: np.ndarray, n_arms: int, k: int, rng: np.random.Generator) -> ArmSet:
     """n_arms / ORDERS_PER_SET sets, each in ORDERS_PER_SET distinct random orders."""
     sets = build_arms(demo, max(1, n_arms // ORDERS_PER_SET), k, int(rng.integers(2**31)), labels=labels)
@@ -196,6 +216,10 @@ def make_instance(family: str, demo: np.ndarray, queries: np.ndarray, labels: np
         arms = order_arms(labels, demo, n_arms, k, rng)
     else:
         arms = build_arms(demo, n_arms, k, int(rng.integers(2**31)), labels=labels)
-    p = slots_table(rng, arms, demo, queries) if family == "slots" else calibrate(
-        LATENTS[family](rng, arms, demo, queries))
+    if family == "slots":
+        p = slots_table(rng, arms, demo, queries)
+    elif family == "difficulty":
+        p = difficulty_table(rng, arms, demo, queries)
+    else:
+        p = calibrate(LATENTS[family](rng, arms, demo, queries))
     return Instance(family, arms, p)
