@@ -63,6 +63,23 @@ def anytime_radius(n: int, var: float, delta: float) -> float:
     return min(1.0, hoeffding_radius(n, delta_n / 2), empirical_bernstein_radius(n, var, delta_n / 2))
 
 
+def grid_interval(cs, arms: np.ndarray, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The betting sequences' set (candidate means whose averaged two-sided capital is below 1/delta, and `allowed`),
+    as an interval padded by one grid step; where every candidate is rejected (a numerical edge), the running mean."""
+    # log of 0.5 e^up + 0.5 e^down, without overflow
+    log_capital = np.logaddexp(cs.log_up[arms], cs.log_down[arms]) - math.log(2.0)
+    inside = log_capital < math.log(1.0 / cs.delta)  # [arms, grid]
+    if allowed is not None:
+        inside &= allowed
+    any_inside = inside.any(axis=1)
+    first = np.argmax(inside, axis=1)
+    last = inside.shape[1] - 1 - np.argmax(inside[:, ::-1], axis=1)
+    lower = np.maximum(0.0, cs.m[first] - cs.step)
+    upper = np.minimum(1.0, cs.m[last] + cs.step)
+    mean = cs.sum[arms] / np.maximum(cs.n[arms], 1)
+    return np.where(any_inside, lower, mean), np.where(any_inside, upper, mean)
+
+
 class BettingCS:
     """Hedged-capital betting confidence sequence for the mean of [0, 1] observations (Waudby-Smith &
     Ramdas 2024, Thm 3 with their predictable plug-in bets, c = 1/2, theta = 1/2), on a grid of candidate means.
@@ -101,18 +118,7 @@ class BettingCS:
     def all_bounds(self, arms: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(lower, upper) of the given arms (default all); an arm with no observation gets [0, 1]."""
         arms = np.arange(len(self.n)) if arms is None else np.asarray(arms)
-        log_threshold = math.log(1.0 / self.delta)
-        # log of 0.5 e^up + 0.5 e^down, without overflow
-        log_capital = np.logaddexp(self.log_up[arms], self.log_down[arms]) - math.log(2.0)
-        inside = log_capital < log_threshold  # [arms, grid]
-        any_inside = inside.any(axis=1)
-        first = np.argmax(inside, axis=1)
-        last = inside.shape[1] - 1 - np.argmax(inside[:, ::-1], axis=1)
-        lower = np.maximum(0.0, self.m[first] - self.step)
-        upper = np.minimum(1.0, self.m[last] + self.step)
-        # every candidate rejected (a numerical edge): keep the running mean
-        mean = self.sum[arms] / np.maximum(self.n[arms], 1)
-        return np.where(any_inside, lower, mean), np.where(any_inside, upper, mean)
+        return grid_interval(self, arms)
 
 
 class ArmStats:
@@ -315,15 +321,8 @@ class WoRBettingCS:
 
     def all_bounds(self, arms: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         arms = np.arange(len(self.n)) if arms is None else np.asarray(arms)
-        log_capital = np.logaddexp(self.log_up[arms], self.log_down[arms]) - math.log(2.0)
-        inside = (log_capital < math.log(1.0 / self.delta)) & self.possible[arms]
-        any_inside = inside.any(axis=1)
-        first = np.argmax(inside, axis=1)
-        last = inside.shape[1] - 1 - np.argmax(inside[:, ::-1], axis=1)
-        lower = np.maximum(0.0, self.m[first] - self.step)
-        upper = np.minimum(1.0, self.m[last] + self.step)
+        lower, upper = grid_interval(self, arms, self.possible[arms])
         mean = self.sum[arms] / np.maximum(self.n[arms], 1)
-        lower, upper = np.where(any_inside, lower, mean), np.where(any_inside, upper, mean)
         done = self.n[arms] >= self.population  # every reward seen: the mean is known exactly
         lower, upper = np.where(done, mean, lower), np.where(done, mean, upper)
         unpulled = self.n[arms] == 0
