@@ -343,7 +343,8 @@ class PullMeans:
         return self.inner.all_bounds() if self.kind == "betting" else self.inner.bounds(self.delta)
 
 
-CONFIDENCE_SEQUENCES = ("query-bernstein", "betting", "bernstein", "kl", "wor")
+FIXED_SET_SEQUENCES = ("query-bernstein", "betting", "bernstein", "kl")  # for pulls over a fixed validation set
+CONFIDENCE_SEQUENCES = (*FIXED_SET_SEQUENCES, "wor")  # "wor": only under the population protocol of a table
 
 
 def confidence_sequence(kind: str, n_arms: int, delta: float, population: int | None = None):

@@ -38,7 +38,7 @@ import numpy as np
 from scipy.stats import chi2
 
 from bench.errors import BudgetExhausted, ConfigError
-from dearicl.confidence import (CONFIDENCE_SEQUENCES, ArmStats, OutOfPulls, confidence_sequence, trace_coverage,
+from dearicl.confidence import (FIXED_SET_SEQUENCES, ArmStats, OutOfPulls, confidence_sequence, trace_coverage,
                                 truth_fields)
 
 
@@ -71,8 +71,8 @@ class PacConfig:
             raise ConfigError("dearicl-pac: audits_at_start must be >= 2 and audit_share in [0, 1)")
         if self.stop not in STOPS:
             raise ConfigError(f"dearicl-pac: stop must be one of {', '.join(STOPS)}, got {self.stop!r}")
-        if self.cs not in CONFIDENCE_SEQUENCES:
-            raise ConfigError(f"dearicl-pac: cs must be one of {', '.join(CONFIDENCE_SEQUENCES)}, got {self.cs!r}")
+        if self.cs not in FIXED_SET_SEQUENCES:
+            raise ConfigError(f"dearicl-pac: cs must be one of {', '.join(FIXED_SET_SEQUENCES)}, got {self.cs!r}")
 
 
 @dataclass

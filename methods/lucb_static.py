@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from bench.errors import FitFailed
 from bench.items import Item
-from dearicl.confidence import CONFIDENCE_SEQUENCES, LUCB
+from dearicl.confidence import FIXED_SET_SEQUENCES, LUCB
 from methods.bandit_base import BanditSelector, observed_rewards, prepare, rescore
 from methods.base import FitContext, register
 
@@ -25,8 +25,8 @@ class LucbStatic(BanditSelector):
 
     def __init__(self, cs: str = "query-bernstein", **bandit):
         super().__init__(**bandit)
-        if cs not in CONFIDENCE_SEQUENCES:
-            raise ValueError(f"lucb-static: cs must be one of {', '.join(CONFIDENCE_SEQUENCES)}, got {cs!r}")
+        if cs not in FIXED_SET_SEQUENCES:
+            raise ValueError(f"lucb-static: cs must be one of {', '.join(FIXED_SET_SEQUENCES)}, got {cs!r}")
         self.cs = cs
 
     def fit(self, ctx: FitContext) -> "LucbStatic":

@@ -284,9 +284,9 @@ def test_lucb_static_passes_its_settings_on_and_guards_its_edges(world, encoder,
     fit; a sweep that saw every arm does not warn; its settings name the certified stop."""
     import methods.lucb_static as module
     from bench.errors import ConfigError, FitFailed
-    from dearicl.confidence import CONFIDENCE_SEQUENCES
+    from dearicl.confidence import FIXED_SET_SEQUENCES
 
-    with pytest.raises(ConfigError, match=f"lucb-static: cs must be one of {', '.join(CONFIDENCE_SEQUENCES)}, got 'x'"):
+    with pytest.raises(ConfigError, match=f"lucb-static: cs must be one of {', '.join(FIXED_SET_SEQUENCES)}, got 'x'"):
         create("lucb-static", {"cs": "x"})
     task, splits = world
     seen = {}
@@ -304,7 +304,7 @@ def test_lucb_static_passes_its_settings_on_and_guards_its_edges(world, encoder,
                          seed=0, k=K, budget=budget)
         return create("lucb-static", {"k": K, "n_arms": 16, "m": 3, **params}).fit(ctx)
 
-    cs = CONFIDENCE_SEQUENCES[-1]
+    cs = FIXED_SET_SEQUENCES[-1]
     selector = fit(epsilon=0.3, delta=0.2, cs=cs, max_pulls=16)
     assert seen == {"epsilon": 0.3, "delta": 0.2, "cs": cs, "max_pulls": 16, "m": 3}
     assert selector.result_.pulls == 16 and not any("pulled once" in w for w in selector.fit_warnings)
