@@ -63,6 +63,20 @@ def anytime_radius(n: int, var: float, delta: float) -> float:
     return min(1.0, hoeffding_radius(n, delta_n / 2), empirical_bernstein_radius(n, var, delta_n / 2))
 
 
+def place_bets(cs, arm: int, x: float, centre: np.ndarray) -> None:
+    """One observation x of `arm` against every candidate mean of a betting sequence's grid, whose conditional means
+    are `centre` (the candidates themselves when i.i.d.): the predictable plug-in bets of Waudby-Smith & Ramdas,
+    c = 1/2, then the running mean and variance that set the next bet."""
+    t = cs.n[arm] + 1
+    var = cs.sq[arm] / t  # sigma_{t-1}^2 from the first t-1 observations (predictable)
+    lam = math.sqrt(2.0 * math.log(2.0 / cs.delta) / (var * t * math.log(t + 1.0)))
+    cs.log_up[arm] += np.log1p(np.minimum(lam, 0.5 / centre) * (x - centre))
+    cs.log_down[arm] += np.log1p(-np.minimum(lam, 0.5 / (1.0 - centre)) * (x - centre))
+    running = (0.5 + cs.sum[arm]) / t  # mu_{t-1}, before this observation
+    cs.n[arm], cs.sum[arm] = t, cs.sum[arm] + x
+    cs.sq[arm] += (x - running) ** 2
+
+
 def grid_interval(cs, arms: np.ndarray, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The betting sequences' set (candidate means whose averaged two-sided capital is below 1/delta, and `allowed`),
     as an interval padded by one grid step; where every candidate is rejected (a numerical edge), the running mean."""
@@ -100,16 +114,7 @@ class BettingCS:
         self.sq = np.full(n_arms, 0.25)  # the plug-in variance's prior term
 
     def add(self, arm: int, x: float) -> None:
-        t = self.n[arm] + 1
-        var = self.sq[arm] / t  # sigma_{t-1}^2 from the first t-1 observations (predictable)
-        lam = math.sqrt(2.0 * math.log(2.0 / self.delta) / (var * t * math.log(t + 1.0)))
-        up = np.minimum(lam, 0.5 / self.m)
-        down = np.minimum(lam, 0.5 / (1.0 - self.m))
-        self.log_up[arm] += np.log1p(up * (x - self.m))
-        self.log_down[arm] += np.log1p(-down * (x - self.m))
-        mu = (0.5 + self.sum[arm]) / t  # mu_{t-1}, before this observation
-        self.n[arm], self.sum[arm] = t, self.sum[arm] + x
-        self.sq[arm] += (x - mu) ** 2
+        place_bets(self, arm, x, self.m)  # i.i.d.: each observation's mean is the candidate mean itself
 
     def bounds(self, arm: int) -> tuple[float, float]:
         lower, upper = self.all_bounds(np.array([arm]))
@@ -166,7 +171,18 @@ def check_unit_interval(rewards: np.ndarray, arm: int) -> np.ndarray:
     return np.clip(x, 0.0, 1.0)
 
 
-class QueryBernsteinCS:
+class RunningIntersection:
+    """Bounds kept as the running intersection of every interval so far (valid when all hold at once)."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+
+    def all_bounds(self, arms: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        arms = np.arange(len(self.lower)) if arms is None else np.asarray(arms)
+        return self.lower[arms].copy(), self.upper[arms].copy()
+
+
+class QueryBernsteinCS(RunningIntersection):
     """Empirical-Bernstein confidence sequence on per-query rewards (see the module docstring), per arm."""
 
     LAMBDAS = 0.95 * 2.0 ** (-np.arange(16) / 2.0)  # the mixture's grid: optimal for V from ~1 to ~1e5
@@ -216,9 +232,6 @@ class QueryBernsteinCS:
         self.lower[arm] = max(self.lower[arm], mean - radius)
         self.upper[arm] = min(self.upper[arm], mean + radius)
 
-    def all_bounds(self, arms: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        arms = np.arange(len(self.t)) if arms is None else np.asarray(arms)
-        return self.lower[arms].copy(), self.upper[arms].copy()
 
 
 def _kl(p: float, q: float) -> float:
@@ -248,7 +261,7 @@ def kl_bounds(mean: float, n: float, threshold: float) -> tuple[float, float]:
     return float(lower), float(upper)
 
 
-class KLCS:
+class KLCS(RunningIntersection):
     """Chernoff-KL confidence sequence on the per-query rewards (KL-LUCB's bounds, Kaufmann & Kalyanakrishnan 2013).
 
     For independent observations in [0, 1] (not only 0/1) with average mean mu, P(mean_n >= q) <= exp(-n kl(mu, q))
@@ -273,9 +286,6 @@ class KLCS:
         lower, upper = kl_bounds(self.sum[arm] / self.n[arm], self.n[arm], math.log(2.0 * t * (t + 1) / self.delta))
         self.lower[arm], self.upper[arm] = max(self.lower[arm], lower), min(self.upper[arm], upper)
 
-    def all_bounds(self, arms: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        arms = np.arange(len(self.n)) if arms is None else np.asarray(arms)
-        return self.lower[arms].copy(), self.upper[arms].copy()
 
 
 class WoRBettingCS:
@@ -310,14 +320,7 @@ class WoRBettingCS:
                 return
             mu = (big_n * self.m - self.sum[arm]) / (big_n - t + 1)  # E[X_t | past] for each candidate mean
             self.possible[arm] &= (mu >= 0.0) & (mu <= 1.0)
-            mu = np.clip(mu, 1e-12, 1.0 - 1e-12)
-            var = self.sq[arm] / t
-            lam = math.sqrt(2.0 * math.log(2.0 / self.delta) / (var * t * math.log(t + 1.0)))
-            self.log_up[arm] += np.log1p(np.minimum(lam, 0.5 / mu) * (x - mu))
-            self.log_down[arm] += np.log1p(-np.minimum(lam, 0.5 / (1.0 - mu)) * (x - mu))
-            running = (0.5 + self.sum[arm]) / t
-            self.n[arm], self.sum[arm] = t, self.sum[arm] + x
-            self.sq[arm] += (x - running) ** 2
+            place_bets(self, arm, float(x), np.clip(mu, 1e-12, 1.0 - 1e-12))
 
     def all_bounds(self, arms: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         arms = np.arange(len(self.n)) if arms is None else np.asarray(arms)
