@@ -297,3 +297,15 @@ def test_quantile_pac_certifies_an_arm_of_the_top_rho_at_a_cost_independent_of_t
         assert errors / runs <= delta + 3 * np.sqrt(delta * (1 - delta) / runs), (k, errors)
     with pytest.raises(ConfigError, match=r"rho must be in \(0, 1\]"):
         QuantileLUCB(ManyArms(10, 0), 0.0)
+
+
+def test_kl_sequence_takes_its_union_over_the_pull_counts():
+    """After the t-th pull the KL bound is at log(2 t (t + 1) / delta): without the union over t it is too narrow."""
+    from dearicl.confidence import kl_bounds
+
+    cs = confidence_sequence("kl", 1, 0.05)
+    x = np.r_[np.ones(6), np.zeros(4)]
+    for t in (1, 2, 3):
+        cs.add(0, x)
+    low, high = cs.all_bounds()
+    assert (low[0], high[0]) == pytest.approx(kl_bounds(0.6, 30, np.log(2 * 3 * 4 / 0.05)))

@@ -200,3 +200,20 @@ def test_pac_keeps_audit_arms_out_of_the_network(world):
     pac.run()
     trained = np.flatnonzero(surrogate.reward_count.sum(axis=1) > 0)
     assert len(pac.audits) >= 10 and not set(pac.audits) & set(trained.tolist())
+
+
+def test_pac_delta_goes_to_the_sequences_that_decide_the_stop(world):
+    """stop="sequences": each arm's sequence at delta/K (the whole delta); stop="model": delta/(2K), half left to the
+    model intervals. The selectors pass the stop on, and name it in their settings."""
+    import math
+
+    from methods.base import create
+
+    demo, queries, labels = world
+    inst = make_instance("latent", demo, queries, labels, 16, 5, seed=[9, 0])
+    for stop, share in (("sequences", 1), ("model", 2)):
+        pac = CertifiedTopM(TableEnvironment(inst.p, 0.1, np.random.default_rng(0)), small_surrogate(inst, demo, queries),
+                            PacConfig(m=2, delta=0.05, stop=stop))
+        assert pac.cs.log_threshold == pytest.approx(math.log(2.0 / (0.05 / (share * 16))))
+    assert create("dearicl-pac-static", {}).settings()["stop_rule"].startswith("certified: ")
+    assert create("dearicl-pac-static", {"stop": "model"}).settings()["stop_rule"].startswith("model stop (not a ")
