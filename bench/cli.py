@@ -624,6 +624,9 @@ def table_parser() -> argparse.ArgumentParser:
     remote.add_argument("--prefix-batch", type=_positive, default=None,
                         help="calls: rows decoded together after a shared prefix (GPU: hundreds)")
     remote.add_argument("--kv-cache-gib", type=float, default=None, help="calls: memory cap of those rows' caches")
+    remote.add_argument("--attention", choices=["auto", "sdpa", "eager"], default="auto",
+                        help="calls: transformers' attention kernel (eager avoids torch's CUDA memory-efficient SDPA "
+                             "kernel, wrong on some inputs before torch 2.13: pytorch#191937)")
     remote.add_argument("--no-check", action="store_true",
                         help="calls: skip the check of the batched paths against one call at a time on the first arm")
     replay = p.add_argument_group("replay (bench/replay.py)")
@@ -720,15 +723,21 @@ def _table_calls(args) -> int:
     if args.gguf is not None:
         from bench.llm.embedded import EmbeddedModel
 
-        backend = EmbeddedModel(plan["llm"], gguf=args.gguf)
+        backend = EmbeddedModel(plan["llm"], gguf=args.gguf, attention=args.attention)
     else:
         backend = make_backend(LLMSpec(plan["llm"], backend=args.backend))
+        if args.attention != "auto":
+            if not hasattr(backend, "attention"):
+                raise ConfigError(f"--attention applies to the transformers backends, not {type(backend).__name__}")
+            backend.attention = args.attention
     for name, value in (("prefix_batch_size", args.prefix_batch), ("kv_cache_gib", args.kv_cache_gib)):
         if value is not None and hasattr(backend, name):
             setattr(backend, name, value)
     params = GenerationParams(**{**plan["params"], "stop": tuple(plan["params"]["stop"])})
     client = LLMClient(backend, CallCache(args.cache), CallLog(None), params, "auto")
     recorded = answer_plan(plan, client, progress=not args.no_progress, check=not args.no_check)
+    if hasattr(backend, "attention"):
+        recorded["attention"] = backend.model.config._attn_implementation  # the kernel that answered
     out = args.recorded or args.cache.with_suffix(".recorded.json")
     out.write_text(json.dumps(recorded, indent=1) + "\n")
     print(f"answered plan {plan['plan']} in {recorded['seconds']:.0f} s into {args.cache}; wrote {out}")

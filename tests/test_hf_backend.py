@@ -51,6 +51,23 @@ def test_choice_logliks_after_a_shared_prefix_equal_one_pair_at_a_time(gemma):
         assert got.logliks == pytest.approx(slow, abs=2e-3)
 
 
+def test_eager_attention_gives_the_batched_paths_numbers(gemma):
+    """The eager kernel (what `table calls --attention eager` records with) answers as the default one does on a CPU."""
+    from bench.llm.embedded import EmbeddedModel
+
+    eager = EmbeddedModel(gemma.alias, attention="eager")
+    assert eager.model.config._attn_implementation == "eager"
+    prefix = "Review: a gem of a film\nSentiment: Positive\n\n"
+    suffixes = ["Review: fine\nSentiment:", "Review: I would not watch this again, not even for free\nSentiment:"]
+    choices = [[" Positive", " Negative"]] * 2
+    for ours, theirs in zip(eager.choice_logliks(prefix, suffixes, choices),
+                            gemma.choice_logliks(prefix, suffixes, choices)):
+        assert ours.logliks == pytest.approx(theirs.logliks, abs=2e-3)
+    params = GenerationParams(max_new_tokens=6, temperature=0.0, stop=())
+    assert [g.text for g in eager.generate_with_prefix(prefix, suffixes, params, [0, 0])] == \
+        [g.text for g in gemma.generate_with_prefix(prefix, suffixes, params, [0, 0])]
+
+
 @pytest.fixture(params=["row-seeded", "hashed"])
 def sampler(gemma, request):
     """Each sampler at a temperature: row-seeded (a CPU's default) and hashed (a GPU's)."""

@@ -58,3 +58,30 @@ def test_only_the_top_candidates_are_drawn():
     logits = np.linspace(0, -1, 1000)  # flat enough that the tail would often win at T = 5
     got = draws(HashedGumbel, logits, list(range(3000)), 5.0)[0]
     assert got.max() < HASH_TOP and len(np.unique(got)) > HASH_TOP // 2
+
+
+def test_the_attention_kernel_is_checked_and_reaches_the_model_loader(monkeypatch):
+    """`attention` (eager on a GPU whose SDPA kernel failed the batching check) is validated at construction and
+    passed to from_pretrained as attn_implementation; "auto" leaves transformers' choice alone."""
+    import transformers
+
+    from bench.errors import LLMError
+    from bench.llm.hf import HFBackend
+
+    with pytest.raises(LLMError, match="attention must be one of auto, sdpa, eager"):
+        HFBackend("any", attention="flash")
+    seen = []
+
+    class Loaded(Exception):
+        pass
+
+    def load(source, **kwargs):
+        seen.append(kwargs)
+        raise Loaded
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda source, **kwargs: None)
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", load)
+    for attention in ("eager", "auto"):
+        with pytest.raises(Loaded):
+            HFBackend("any", attention=attention)._load()
+    assert seen[0]["attn_implementation"] == "eager" and "attn_implementation" not in seen[1]

@@ -105,15 +105,16 @@ class EmbeddedModel(HFBackend):
 
     def __init__(self, name: str = "gemma3-270m", batch_size: int = 4, threads: int | None = None,
                  prefix_batch_size: int = 32, kv_cache_gib: float = 4.0, share_prefix: bool = True,
-                 gguf: Path | None = None, sampler: str = "auto"):
+                 gguf: Path | None = None, sampler: str = "auto", attention: str = "auto"):
         if name not in EMBEDDED:
             raise LLMError(f"no embedded model '{name}'; embedded: {', '.join(EMBEDDED)}")
+        self.alias = name
         self.spec = EMBEDDED[name] if gguf is None else replace(EMBEDDED[name], locate=lambda: _given_gguf(gguf))
         _gguf, sha = self.spec.locate()  # a missing package fails here, before any work
         # The GGUF's hash identifies the weights in the cache.
         super().__init__(name, batch_size=batch_size, dtype="float32", threads=threads,
                          prefix_batch_size=prefix_batch_size, kv_cache_gib=kv_cache_gib, share_prefix=share_prefix,
-                         sampler=sampler, model_id=f"{name}-{self.spec.quant}@{sha[:12]}")
+                         sampler=sampler, attention=attention, model_id=f"{name}-{self.spec.quant}@{sha[:12]}")
 
     def _load(self):
         if self._model is None:

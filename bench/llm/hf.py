@@ -93,6 +93,7 @@ class HashedGumbel:
 
 
 SAMPLERS = ("auto", "row-seeded", "hashed")
+ATTENTIONS = ("auto", "sdpa", "eager")
 DECODE_CHUNK = 16  # new tokens between the points where finished rows leave a shared-prefix batch
 
 
@@ -121,9 +122,15 @@ class HFBackend(Backend):
     def __init__(self, model: str, *, gguf_file: str | None = None, revision: str | None = None,
                  batch_size: int = 4, dtype: str = "auto", model_id: str | None = None, threads: int | None = None,
                  share_prefix: bool = True, prefix_batch_size: int = 32, kv_cache_gib: float = 4.0,
-                 sampler: str = "auto"):
+                 sampler: str = "auto", attention: str = "auto"):
         if sampler not in SAMPLERS:
             raise LLMError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
+        if attention not in ATTENTIONS:
+            raise LLMError(f"attention must be one of {', '.join(ATTENTIONS)}, got {attention!r}")
+        # transformers' attention kernel: "auto" lets it choose (SDPA); "eager" avoids torch's CUDA memory-efficient
+        # SDPA kernel, whose wrong outputs on some strided/masked inputs (pytorch#191937, fixed after torch 2.12)
+        # match the SST-2 table's GPU fault
+        self.attention = attention
         self.source = model
         self.sampler = sampler  # auto: hashed on a GPU, row-seeded on a CPU
         self.gguf_file = gguf_file
@@ -161,8 +168,11 @@ class HFBackend(Backend):
         kwargs = {"revision": self.revision} if self.revision else {}
         if self.gguf_file:
             kwargs["gguf_file"] = self.gguf_file
+        if self.attention != "auto":
+            kwargs["attn_implementation"] = self.attention
         try:
-            tok = AutoTokenizer.from_pretrained(self.source, **kwargs)
+            tok = AutoTokenizer.from_pretrained(self.source, **{k: v for k, v in kwargs.items()
+                                                                 if k != "attn_implementation"})
             model = AutoModelForCausalLM.from_pretrained(self.source, dtype=dtype, **kwargs)
         except OSError as exc:
             offline = " (offline: HF_HUB_OFFLINE=1, only local folders load)" if os.environ.get("HF_HUB_OFFLINE") else ""
