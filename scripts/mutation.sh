@@ -4,6 +4,12 @@
 #   bash scripts/mutation.sh                      # methods/knn.py (knn, mmr) and methods/case_dynamic.py
 #   bash scripts/mutation.sh lens explora udr     # other modules of methods/ (one mutmut run each)
 #   bash scripts/mutation.sh dearicl/bandit       # a module of dearicl/
+#   MUTATION_WORKDIR=DIR MUTATION_SECONDS=3600 bash scripts/mutation.sh udr   # in chunks: an hour, then resume
+#
+# MUTATION_WORKDIR keeps each module's scratch clone in DIR/<module> and reuses it: a second run tests only the
+# mutants the first left undecided (mutmut keeps its results), so a module whose mutants retrain a model (udr: ~4 a
+# minute) is done in chunks of MUTATION_SECONDS, each writing a report with its "not checked" count. Delete the
+# folder to start again from a new HEAD (the kept clone is the commit of the first chunk).
 #
 # Each module is mutated in a scratch clone of HEAD (nothing here is touched), against the tests that exercise
 # it: for methods/X.py the non-slow tests naming the selectors it defines (pytest -k) in the behavioural tests
@@ -55,9 +61,15 @@ EOF
     [[ -n "$files" ]] || { echo "error: no test file imports dearicl.$module" >&2; exit 2; }
     tests=$(printf '"%s", ' $files); tests="${tests%, }"
   fi
-  work="$(mktemp -d)"
-  git -C "$ROOT" clone -q "$ROOT" "$work/repo"
+  if [[ -n ${MUTATION_WORKDIR:-} ]]; then work="$MUTATION_WORKDIR/$package.$module"; else work="$(mktemp -d)"; fi
+  fresh=0
+  if [[ ! -d $work/repo ]]; then
+    fresh=1
+    mkdir -p "$work"
+    git -C "$ROOT" clone -q "$ROOT" "$work/repo"
+  fi
   cd "$work/repo"
+  if (( fresh )); then
   ln -s "$ROOT/.venv" .venv
   cat >> pyproject.toml <<EOF
 
@@ -74,9 +86,11 @@ timeout_constant = 300.0
 process_isolation = "forkserver"
 forkserver_warmup = "none"
 EOF
-  echo "mutating $package/$module.py against: $tests"
+  fi
+  echo "mutating $package/$module.py against: $tests (clone of $(git log -1 --format=%h))"
   began=$(date +%s)
-  "$MUTMUT" run --max-children "${MUTATION_CHILDREN:-2}" > mutmut.log 2>&1 || true
+  # a chunk's time limit (0: none); a stopped run keeps its decided mutants for the next
+  timeout -k 60 "${MUTATION_SECONDS:-0}" "$MUTMUT" run --max-children "${MUTATION_CHILDREN:-2}" >> mutmut.log 2>&1 || true
   seconds=$(( $(date +%s) - began ))
   "$MUTMUT" results --all true > results.txt 2>&1 || true
   "$PY" - "$package/$module" "$seconds" "$OUT" "$MUTMUT" <<'EOF'
@@ -119,5 +133,5 @@ summary.write_text("\n".join(head + sorted(rows)) + "\n")
 print(f"{module}.py: killed {killed}/{tested} ({rate}), {len(survivors)} survivors -> {report}")
 EOF
   cd "$ROOT"
-  rm -rf "$work"
+  [[ -n ${MUTATION_WORKDIR:-} ]] || rm -rf "$work"
 done

@@ -1,7 +1,7 @@
 """Regenerate some of a recorded cache's sampled outputs here, with the sampler that answered them, and count
 how many come out the same.
 
-    python scripts/replay_outputs.py PLAN.json CACHE.sqlite [--arm 0] [--items 40] [--sample 0]
+    python scripts/replay_outputs.py PLAN.json CACHE.sqlite [--arm 0] [--items 40 | --at 133 140] [--sample 0]
 
 A GPU answers a table's samples with `HashedGumbel`, whose noise depends only on (row seed, step, token), so a
 CPU run of the same rows with `--sampler hashed` draws the same noise: its outputs differ from the recorded ones
@@ -33,12 +33,14 @@ def main() -> int:
     ap.add_argument("--arm", type=int, default=0)
     ap.add_argument("--items", type=int, default=40)
     ap.add_argument("--sample", type=int, default=0)
+    ap.add_argument("--at", type=int, nargs="+", default=None, help="these item positions instead of the first --items")
     args = ap.parse_args()
     plan = read_plan(args.plan)
     task = make_task(plan["task"]).configure(**plan["answering"])
     params = GenerationParams(**{**plan["params"], "stop": tuple(plan["params"]["stop"])})
     demos = [_item(d) for d in plan["arms"][args.arm]]
-    items = [_item(it) for it in plan["items"]][:args.items]
+    items = [_item(it) for it in plan["items"]]
+    items = [items[i] for i in args.at] if args.at else items[:args.items]
     indices = [args.sample] * len(items)
     backend = EmbeddedModel(plan["llm"], sampler="hashed", prefix_batch_size=len(items), kv_cache_gib=8)
     if backend.model_id != plan["model"]:
