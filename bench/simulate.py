@@ -22,6 +22,7 @@ from dearicl.bandit import BanditConfig, GapIndexTopM
 from dearicl.confidence import (CONFIDENCE_SEQUENCES, LUCB, QuantileLUCB, quantile_sample_size, quantile_target,
                                 true_simple_regret)
 from dearicl.environments import EmbeddingEnvironment, LinearEnvironment, load_reward_module
+from dearicl.paired import PairedLUCB
 from dearicl.pac import CertifiedTopM, PacConfig
 from dearicl.surrogates import LinearSurrogate, NeuralConfig, NeuralSurrogate
 from dearicl.testbeds import FAMILIES, TableEnvironment, check_noise, make_instance
@@ -47,6 +48,9 @@ SIM_METHODS = {
     "lucb-wor": SimMethod("model-free", "lucb", cs="wor"),  # --protocol population: the pool mean, without replacement
     # certifies one arm within epsilon of the top --rho fraction, at a cost independent of the number of arms
     "lucb-quantile": SimMethod("quantile", "lucb"),
+    # one-sided sequences on paired differences, on the same queries, at delta / (m (K - m)) a pair (dearicl/paired.py)
+    "lucb-paired": SimMethod("paired", "lucb", cs="query-bernstein"),
+    "lucb-paired-wor": SimMethod("paired", "lucb", cs="wor"),  # the same under --protocol population
     "dearicl-pac": SimMethod("pac"),  # certified stop on the confidence sequences (dearicl/pac.py)
     "dearicl-pac-model": SimMethod("pac", stop="model"),  # the earlier model-interval stop: NOT a certificate
 }
@@ -190,7 +194,7 @@ def parse_methods(args, linear: bool) -> list[str]:
             raise ConfigError(f"unknown simulate method '{name}'; known: {', '.join(SIM_METHODS)}")
         if population and SIM_METHODS[name].cs != "wor":
             raise ConfigError(f"'{name}' assumes a fixed validation set or independent rewards; under --protocol "
-                              "population only lucb-wor runs (its sequence samples without replacement)")
+                              "population only lucb-wor and lucb-paired-wor run (their sequences sample without replacement)")
         if not population and SIM_METHODS[name].cs == "wor":
             raise ConfigError(f"'{name}' samples a finite population without replacement: add --protocol population "
                               "(with --env table:FILE)")
@@ -199,7 +203,7 @@ def parse_methods(args, linear: bool) -> list[str]:
             raise ConfigError(f"'{name}' needs query embeddings: use --env nonlinear or another family")
         if kind == "quantile" and not 0 < args.rho <= 1:
             raise ConfigError(f"--rho must be in (0, 1], got {args.rho}")
-        if linear and kind in ("model-free", "quantile"):
+        if linear and kind in ("model-free", "quantile", "paired"):
             raise ConfigError(f"'{name}' needs rewards in [0, 1] (its confidence sequences assume them); "
                               "the linear environment's Gaussian rewards are unbounded")
     return methods
@@ -315,6 +319,8 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
         began = time.perf_counter()
         if spec.kind == "model-free":
             res = LUCB(env, m, epsilon=epsilon, delta=args.delta, max_pulls=args.budget, cs=spec.cs or args.cs).run()
+        elif spec.kind == "paired":
+            res = PairedLUCB(env, m, epsilon=epsilon, delta=args.delta, max_pulls=args.budget, cs=spec.cs).run()
         elif spec.kind == "quantile":
             res = QuantileLUCB(env, args.rho, epsilon=epsilon, delta=args.delta, max_pulls=args.budget,
                                cs=spec.cs or args.cs, seed=args.seed * 1000 + r).run()

@@ -93,7 +93,8 @@ def test_family_run_reports_every_metric_with_standard_errors(tmp_path, data_dir
     assert data["env"]["instances"] == "one per run" and data["env"]["simulated"]
     methods = [r["method"] for r in data["results"]]
     assert methods == ["case", "dearicl", "dearicl-random", "dearicl-cal0", "dearicl-paper-schedule",
-                       "dearicl-mc-mean", "lucb", "lucb-kl", "lucb-quantile", "dearicl-pac", "dearicl-pac-model"]
+                       "dearicl-mc-mean", "lucb", "lucb-kl", "lucb-quantile", "lucb-paired", "dearicl-pac",
+                       "dearicl-pac-model"]
     for res in data["results"]:
         assert len(res["pulls"]) == 2 and all(p <= 40 for p in res["pulls"])
         assert res["mean_pulls"] == pytest.approx(np.mean(res["pulls"]))

@@ -1,0 +1,155 @@
+"""Paired top-m identification: LUCB on one-sided confidence sequences of the arms' paired differences.
+
+Arms evaluated on the same queries share each query's difficulty. `PairedLUCB` compares two arms through the
+differences of their rewards on the same queries, pull s of one arm with pull s of the other: on the fixed
+validation set (every pull covers the same items) or, under the population protocol of a recorded table, batch s of
+the one shuffle every arm follows (common random numbers). A difference X_a - X_b lies in [-1, 1]; Y = (X_a - X_b +
+1) / 2 goes into the same sequences as single arms use (per-query empirical Bernstein on the fixed set, the
+without-replacement betting sequence on a population), and 2 L_Y - 1 is a lower bound on mu_a - mu_b.
+
+The certificate. Each round J is the empirical top m (by each arm's own mean) and the run stops once L(j, o) > -eps
+for every j in J and o outside J, where L(j, o) is the larger of two lower bounds on mu_j - mu_o: the paired one, and
+LCB_j - UCB_o from per-arm sequences (those of `lucb`, at delta / (2K) each). Half of delta goes to the arms' sequences
+(all hold with probability >= 1 - delta/2), half to the pairs, as follows. If some returned j had mu_j < mu_(m) - eps, then j is outside a true top-m set T,
+and some o in T is outside J (|J| = |T| = m), with mu_j - mu_o < -eps: the lower side of pair (j, o)'s sequence
+failed. Only ordered pairs (outside T, inside T) can fail that way, m (K - m) of them, fixed by the truth: each
+pair's one-sided sequence at level delta / (2 m (K - m)) makes the pairs' share at most delta / 2, and the error
+probability is at most delta, at any stopping time (the sequences are time-uniform). Pairing pays where arms share
+each query's difficulty; where they do not, the per-arm bound decides, at the cost of half the delta. This is LUCB++'s observation (Simchowitz, Jamieson & Recht 2017: an error
+needs one arm from outside the top and one from inside, so the two sides need not share one union bound) applied to
+pairs rather than to single arms. A two-sided sequence on (a, b) serves both ordered pairs: the per-query Bernstein
+sequence at 2 x level (each side gets level), the betting sequence at level (its two sides together fail with
+probability <= level).
+
+Sampling: the pair with the smallest lower bound; of its two arms, the one with fewer pulls is pulled (both when
+equal), which extends their paired sequence by one pull without pulling the other arm past it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bench.errors import BudgetExhausted, ConfigError
+from dearicl.confidence import LUCBResult, OutOfPulls, QueryBernsteinCS, WoRBettingCS, confidence_sequence
+
+PAIRED_SEQUENCES = ("query-bernstein", "wor")
+
+
+class PairSequences:
+    """Two-sided sequences on (mu_a - mu_b + 1) / 2 for unordered pairs, created when first asked and fed every
+    paired pull so far (a sequence's validity is over its whole stream, whenever it is read)."""
+
+    def __init__(self, kind: str, level: float, population: int | None):
+        if kind not in PAIRED_SEQUENCES:
+            raise ConfigError(f"paired sequences are {', '.join(PAIRED_SEQUENCES)}, got {kind!r}")
+        if (kind == "wor") != (population is not None):
+            raise ConfigError("paired: cs wor goes with an environment that samples a finite population without "
+                              "replacement (--protocol population), query-bernstein with a fixed validation set")
+        self.kind, self.level, self.population = kind, level, population
+        self.pulls: dict[int, list[np.ndarray]] = {}
+        self.sequences: dict[tuple[int, int], list] = {}  # (a, b), a < b -> [sequence, paired pulls fed]
+
+    def add(self, arm: int, rewards: np.ndarray) -> None:
+        self.pulls.setdefault(arm, []).append(rewards)
+
+    def _sequence(self, a: int, b: int):
+        if (a, b) not in self.sequences:
+            cs = (QueryBernsteinCS(1, 2.0 * self.level) if self.kind == "query-bernstein"
+                  else WoRBettingCS(1, self.level, self.population))
+            self.sequences[(a, b)] = [cs, 0]
+        entry = self.sequences[(a, b)]
+        cs, fed = entry
+        for s in range(fed, min(len(self.pulls.get(a, ())), len(self.pulls.get(b, ())))):
+            x, y = self.pulls[a][s], self.pulls[b][s]
+            if len(x) != len(y):
+                raise ConfigError(f"paired pulls {s} of arms {a} and {b} cover {len(x)} and {len(y)} items: a pair "
+                                  "needs both on the same queries")
+            cs.add(0, (x - y + 1.0) / 2.0)
+        entry[1] = max(fed, min(len(self.pulls.get(a, ())), len(self.pulls.get(b, ()))))
+        return cs
+
+    def lower(self, a: int, b: int) -> float:
+        """A lower bound on mu_a - mu_b, one-sided at `level`."""
+        lo, hi = self._sequence(min(a, b), max(a, b)).all_bounds()
+        return float(2.0 * lo[0] - 1.0) if a < b else float(1.0 - 2.0 * hi[0])
+
+
+class PairedLUCB:
+    """Certified top-m identification on paired differences (see the module docstring)."""
+
+    def __init__(self, env, m: int, epsilon: float = 0.1, delta: float = 0.05, max_pulls: int | None = None,
+                 cs: str | None = None):
+        if not 0 < m < env.n_arms:
+            raise ConfigError(f"paired lucb: m must be in [1, {env.n_arms - 1}], got {m}")
+        if not 0 < delta < 1 or epsilon < 0:
+            raise ConfigError(f"paired lucb: delta must be in (0, 1) and epsilon >= 0, got {delta}, {epsilon}")
+        population = getattr(env, "population", None)
+        kind = cs or ("wor" if population is not None else "query-bernstein")
+        self.env, self.m, self.epsilon, self.delta, self.max_pulls = env, m, epsilon, delta, max_pulls
+        # half of delta to the arms' own sequences; half to the pairs, of which one (outside, inside) pair of the
+        # truth's must fail for an error
+        self.arms = confidence_sequence(kind, env.n_arms, delta / (2 * env.n_arms), population)
+        self.level = delta / (2 * m * (env.n_arms - m))
+        self.pairs = PairSequences(kind, self.level, population)
+        self.n = np.zeros(env.n_arms, dtype=np.int64)
+        self.sums = np.zeros(env.n_arms)
+        self.pulls = 0
+
+    def _pull(self, arm: int) -> None:
+        if self.max_pulls is not None and self.pulls >= self.max_pulls:
+            raise OutOfPulls
+        rewards = np.asarray(self.env.pull(arm), dtype=np.float64)
+        self.pairs.add(arm, rewards)
+        self.arms.add(arm, rewards)
+        self.n[arm] += 1
+        self.sums[arm] += float(rewards.mean())
+        self.pulls += 1
+
+    def _top(self) -> np.ndarray:
+        return np.argsort(-(self.sums / np.maximum(self.n, 1)), kind="stable")
+
+    def run(self) -> LUCBResult:
+        trace, rounds, stopped_by = [], 0, "certified"
+        truth = getattr(self.env, "true_means", None)
+        try:
+            for arm in range(self.env.n_arms):  # every arm once: no pair is informative before
+                self._pull(arm)
+            while True:
+                rounds += 1
+                order = self._top()
+                top, rest = order[: self.m], order[self.m:]
+                arm_lower, arm_upper = self.arms.all_bounds()
+                lowers = np.array([[max(self.pairs.lower(int(j), int(o)), arm_lower[j] - arm_upper[o]) for o in rest]
+                                   for j in top])
+                worst = np.unravel_index(int(np.argmin(lowers)), lowers.shape)
+                j, o = int(top[worst[0]]), int(rest[worst[1]])
+                gap = float(-lowers[worst])  # the largest upper bound on mu_o - mu_j over the pairs
+                row = {"round": rounds, "pulls": self.pulls, "gap_index": gap}
+                if truth is not None:
+                    row.update(self._truth_row(np.asarray(truth), top, rest, lowers))
+                trace.append(row)
+                if gap < self.epsilon:
+                    break
+                if self.max_pulls is not None and self.pulls + 1 > self.max_pulls:
+                    stopped_by = "max_pulls"
+                    break
+                behind = min(self.n[j], self.n[o])
+                for arm in (j, o):
+                    if self.n[arm] == behind:
+                        self._pull(arm)
+        except BudgetExhausted:
+            stopped_by = "budget"
+        except OutOfPulls:
+            stopped_by = "max_pulls"
+        covered = [row["covered"] for row in trace if "covered" in row]
+        return LUCBResult(top_m=[int(a) for a in self._top()[: self.m]], pulls=self.pulls, rounds=rounds,
+                          stopped_by=stopped_by, trace=trace,
+                          coverage=float(np.mean(covered)) if covered else None)
+
+    def _truth_row(self, truth: np.ndarray, top, rest, lowers: np.ndarray) -> dict:
+        """Coverage over the pairs the certificate's delta covers: (j outside the true top m, o inside), examined
+        this round; simple regret of the current top."""
+        best = set(np.argsort(-truth, kind="stable")[: self.m].tolist())
+        held = [lowers[r, c] <= truth[j] - truth[o] + 1e-12
+                for r, j in enumerate(top) for c, o in enumerate(rest) if j not in best and o in best]
+        best_mean = np.sort(truth)[::-1][: self.m].mean()
+        return {"covered": bool(all(held)), "simple_regret": float(best_mean - truth[top].mean())}
