@@ -165,6 +165,9 @@ def run_parser() -> argparse.ArgumentParser:
                    help="selector parameter, e.g. mmr.lam=0.7; *.n_arms=20 sets it for every selector that has it")
     p.add_argument("--bertscore-model", default="auto", help="auto | local | hub id | path")
     p.add_argument("--bertscore-layers", type=int, default=None, help="BERTScore layer (num_layers)")
+    p.add_argument("--bertscore-rescale", action="store_true",
+                   help="bert-score's baseline rescaling, (F - b) / (1 - b) clipped at 0 (the local MiniLM's b: "
+                        "bench/bertscore_baselines/)")
     p.add_argument("--encoder", default="auto", help="sentence encoder: auto (local MiniLM) | hub id | path")
     p.add_argument("--cache", type=Path, default=None, help="SQLite LLM cache (default OUT/cache.sqlite)")
     p.add_argument("--prices", type=Path, default=None,
@@ -276,7 +279,8 @@ def run_config(args: argparse.Namespace, file_params: dict | None = None, comman
         methods=args.methods, only=args.only, tasks=args.tasks, out=out, data_dir=data_dir, data_source=args.data_source, llm=llm,
         n_test=args.n_test, n_val=args.n_val, pool_size=args.pool_size, seed=args.seed, k=args.k,
         resume=args.resume, llm_budget=args.llm_budget, method_budgets=method_budgets, generation=generation,
-        method_params=method_params, bertscore=BertScoreConfig(args.bertscore_model, args.bertscore_layers),
+        method_params=method_params, bertscore=BertScoreConfig(args.bertscore_model, args.bertscore_layers,
+                                                                     rescale=args.bertscore_rescale),
         encoder=args.encoder, cache_path=args.cache, plugins=args.plugin, progress=not args.no_progress,
         ltr_data=tuple(args.ltr_data), selection_llm=selection_llm, selection_generation=selection_generation,
         selections=args.selections, reuse_selections=not args.no_selection_reuse, prices=args.prices,
@@ -597,6 +601,8 @@ def table_parser() -> argparse.ArgumentParser:
                    help="build: validation items, the pool a replay draws from (default 50); replay: items a pull "
                         "evaluates, drawn per seed from that pool (default 10)")
     p.add_argument("--n-test", type=_positive, default=200, help="test items (the scores of a replayed selection)")
+    p.add_argument("--bertscore-rescale", action="store_true",
+                   help="build: BERTScore rewards baseline-rescaled, (F - b) / (1 - b) clipped at 0")
     p.add_argument("--pool-size", type=_positive, default=None, help="subsample the demonstration pool")
     p.add_argument("--samples", type=_positive, default=3,
                    help="seeded samples per (arm, item) at --temperature (one when answers are deterministic)")
@@ -673,14 +679,14 @@ def cmd_table(argv: list[str]) -> int:
     from bench.encoder import Encoder
     from bench.llm import CallCache, CallLog, GenerationParams, LLMClient, LLMSpec, make_backend
     from bench.llm.registry import resolve
-    from bench.metrics import BertScore
+    from bench.metrics import BertScore, BertScoreConfig
     from bench.tasks import load_task_file, make_task
 
     if args.temperature < 0:
         raise ConfigError(f"--temperature must be >= 0, got {args.temperature}")
     for path in args.task_file:
         load_task_file(path)
-    bertscore = BertScore()
+    bertscore = BertScore(BertScoreConfig(rescale=args.bertscore_rescale))
     task = make_task(args.task, bertscore).configure(args.scoring, args.calibration, args.reward)
     splits = task.load_splits(args.data_dir or default_data_dir(), n_test=args.n_test, n_val=args.n_val,
                               pool_size=args.pool_size, seed=args.seed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Sequence
 
 from bench.errors import ConfigError
@@ -51,13 +52,19 @@ class BertScoreConfig:
     cache, else the local MiniLM package: never a network wait), "official" (download if needed),
     "local" (always MiniLM), a hub id or a local path. num_layers: None = bert-score's
     tuned default for official models; required for other models (6 for MiniLM).
+    rescale: bert-score's baseline rescaling, (F - b) / (1 - b) with b the F1 of unrelated sentence pairs, clipped at
+    0 (a reward lives in [0, 1]): the authors' baseline files for official models, ours for the local MiniLM
+    (bench/bertscore_baselines/, from `scripts/bertscore_baseline.py`).
     """
 
     model: str = "auto"
     num_layers: int | None = None
     batch_size: int = 32
+    rescale: bool = False
 
 
+BASELINES = Path(__file__).resolve().parent / "bertscore_baselines"  # rescaling baselines of the local MiniLM
+LOCAL_BASELINE_NAME = "all-MiniLM-L6-v2"
 MEMO_PAIRS = 500_000  # scored pairs remembered per language (tens of MB at most)
 
 
@@ -94,12 +101,25 @@ class BertScore:
                 kwargs = {"lang": lang, "batch_size": self.config.batch_size, "device": "cpu"}
                 if layers is not None:
                     kwargs["num_layers"] = layers
+                if self.config.rescale:
+                    kwargs.update(rescale_with_baseline=True, baseline_path=self.baseline_file(lang))
                 try:
                     self._scorers[lang] = BERTScorer(model_type=model, **kwargs)
                 except (OSError, KeyError) as exc:
                     raise ConfigError(f"BERTScore model '{model}' could not be loaded ({exc}); "
                                       "offline, use --bertscore-model local") from None
             return self._scorers[lang]
+
+    def baseline_file(self, lang: str) -> str | None:
+        """The rescaling baseline: bert-score's own for official models (None), ours for the local MiniLM."""
+        model, layers, name = self.resolve(lang)
+        if model != local_encoder_path():
+            return None
+        path = BASELINES / f"{LOCAL_BASELINE_NAME}-{lang}.tsv"
+        if not path.exists():
+            raise ConfigError(f"BERTScore rescaling: no baseline for the local MiniLM in '{lang}' ({path}); "
+                              f"make one with scripts/bertscore_baseline.py")
+        return str(path)
 
     def f1(self, candidates: Sequence[str], references: Sequence[str], lang: str) -> list[float]:
         if not candidates:
@@ -113,6 +133,8 @@ class BertScore:
             _, _, f1 = self.scorer(lang).score([c for c, _ in todo], [r for _, r in todo], verbose=False)
             if len(known) > MEMO_PAIRS:
                 known.clear()
+            if self.config.rescale:  # rescaled F1 of a poor output is below 0: a reward stays in [0, 1]
+                f1 = f1.clamp(0.0, 1.0)
             known.update(zip(todo, (float(x) for x in f1)))
         return [known[pair] for pair in pairs]
 
@@ -122,7 +144,8 @@ class BertScore:
         scorer = self._scorers.get(lang)
         hash_ = scorer.hash if scorer is not None else "(not loaded in this run)"
         hash_ = hash_.replace(model, name) if isinstance(hash_, str) else hash_
-        return f"{name}, layer {layers if layers is not None else 'default'}, F1, no idf, no baseline rescaling; hash {hash_}"
+        rescaled = ("baseline-rescaled (clipped at 0)" if self.config.rescale else "no baseline rescaling")
+        return f"{name}, layer {layers if layers is not None else 'default'}, F1, no idf, {rescaled}; hash {hash_}"
 
 
 class ChrF:

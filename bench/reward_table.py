@@ -219,6 +219,8 @@ def build(task, splits, client: LLMClient, encoder, bertscore, *, n_arms: int, k
             "n_validation": len(splits.validation), "n_test": len(splits.test), "pool_size": len(splits.pool),
             "code": code, "built_at": datetime.now(timezone.utc).isoformat(
                 timespec="seconds"), "build_seconds": round(seconds, 1)}
+    if task.reward == "bertscore" and bertscore is not None:  # which scorer, and whether rescaled
+        meta["bertscore"] = bertscore.description(task.lang)
     if answers_from is not None:  # the answers came from another machine's run of `table calls`
         meta["answers_recorded"] = answers_from
     return RewardTable(rewards, metric, loglik, np.array([it.id for it in items]),

@@ -1,5 +1,6 @@
 import pytest
 
+from bench.errors import ConfigError
 from bench.metrics import BertScore, BertScoreConfig, ChrF
 
 
@@ -48,3 +49,25 @@ def test_bertscore_scores_a_pair_once_and_remembers_the_same_value(bertscore):
     assert again[:2] == [first[1], first[0]] and first[0] == first[2]
     alone = BertScore(BertScoreConfig(model="local")).f1(["new words"], ["a dog"], lang="en")
     assert again[2] == pytest.approx(alone[0], abs=1e-6)
+
+
+def test_baseline_rescaling_maps_unrelated_text_to_zero_and_keeps_rewards_in_the_unit_interval(bertscore):
+    """(F - b) / (1 - b) with the local MiniLM's baseline b for Chinese, clipped at 0; the raw scores of the same
+    pairs give the same numbers by hand; a language with no baseline is a one-line error."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    rescaled = BertScore(BertScoreConfig(model="local", rescale=True))
+    refs = ["近日刚搬至旧金山的一位28岁厨师本周被发现死于当地一家商场的楼梯间。"] * 3
+    outs = [refs[0], "一位厨师被发现死于商场。", "。"]
+    raw = bertscore.f1(outs, refs, lang="zh")
+    got = rescaled.f1(outs, refs, lang="zh")
+    b = float(pd.read_csv(Path(rescaled.baseline_file("zh"))).iloc[6]["F"])
+    assert 0.4 < b < raw[1] < raw[0]
+    assert got == pytest.approx([min(1.0, max(0.0, (f - b) / (1 - b))) for f in raw], abs=1e-5)
+    assert got[0] == pytest.approx(1.0, abs=1e-5) and 0.0 <= got[2] < got[1] < 1.0
+    assert min(raw) < b and got[2] == 0.0  # below the baseline: clipped, not negative
+    assert "baseline-rescaled (clipped at 0)" in rescaled.description("zh")
+    with pytest.raises(ConfigError, match="no baseline for the local MiniLM in 'fr'"):
+        rescaled.f1(["bonjour"], ["salut"], lang="fr")
