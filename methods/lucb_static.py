@@ -6,13 +6,16 @@ of the one minus the lower bound of the other is below epsilon, with per-arm any
 sequences at level delta / n_arms (a union bound). No surrogate: the cost of a certificate without a model, to
 set beside CASE's and DEARICL's uncertified gap-index stops. The top-m set is re-scored on validation like the
 other static bandit selectors, and its best arm is used for every test query. A run that ends (budget,
-max_pulls) before the certificate holds says so in its warnings.
+max_pulls) before the certificate holds says so in its warnings. `paired=True` certifies on paired differences of
+the arms' rewards on the same validation items instead (dearicl/paired.py: the per-arm bounds at delta / 2, and
+delta / (2 m (K - m)) per ordered pair).
 """
 from __future__ import annotations
 
 from bench.errors import FitFailed
 from bench.items import Item
 from dearicl.confidence import FIXED_SET_SEQUENCES, LUCB
+from dearicl.paired import PairedLUCB
 from methods.bandit_base import BanditSelector, observed_rewards, prepare, rescore
 from methods.base import FitContext, register
 
@@ -23,17 +26,20 @@ class LucbStatic(BanditSelector):
     surrogate_kind = "none"
     table_group = "beyond"
 
-    def __init__(self, cs: str = "query-bernstein", **bandit):
+    def __init__(self, cs: str = "query-bernstein", paired: bool = False, **bandit):
         super().__init__(**bandit)
         if cs not in FIXED_SET_SEQUENCES:
             raise ValueError(f"lucb-static: cs must be one of {', '.join(FIXED_SET_SEQUENCES)}, got {cs!r}")
-        self.cs = cs
+        if paired and cs != "query-bernstein":
+            raise ValueError(f"lucb-static: paired comparisons use the per-query sequence, not cs={cs!r}")
+        self.cs, self.paired = cs, bool(paired)
 
     def fit(self, ctx: FitContext) -> "LucbStatic":
         self.check_pool(ctx)
         self.prep_ = prep = prepare(ctx, self.n_arms)
         m = min(self.m, max(1, len(prep.arms) - 1))
-        self.result_ = result = LUCB(prep.env, m, epsilon=self.epsilon, delta=self.delta, max_pulls=self.max_pulls,
+        core = PairedLUCB if self.paired else LUCB
+        self.result_ = result = core(prep.env, m, epsilon=self.epsilon, delta=self.delta, max_pulls=self.max_pulls,
                                      cs=self.cs).run()
         if result.pulls == 0:
             raise FitFailed("lucb-static: no arm was pulled before the budget ended; raise --llm-budget")
@@ -48,5 +54,9 @@ class LucbStatic(BanditSelector):
         return self.demos_of(self.best_arm_)
 
     def settings(self) -> dict:
+        if self.paired:
+            return {**super().settings(), "stop_rule": "certified: LCB(mu_j - mu_o) > -epsilon for every j in the top "
+                    "m and o outside", "surrogate": "none (paired and per-arm confidence sequences)",
+                    "confidence_sequence": self.cs, "paired": True}
         return {**super().settings(), "stop_rule": "certified: min LCB(top m) >= max UCB(rest) - epsilon",
                 "surrogate": "none (per-arm confidence sequences)", "confidence_sequence": self.cs}

@@ -323,6 +323,34 @@ def test_lucb_static_passes_its_settings_on_and_guards_its_edges(world, encoder,
         assert seen["m"] == m
 
 
+def test_lucb_static_paired_runs_the_paired_core_and_names_its_stop(world, encoder, monkeypatch):
+    """paired=True: the paired differences' core (dearicl/paired.py) certifies, with its settings and its own stop
+    rule named; it takes only the per-query sequence."""
+    import methods.lucb_static as module
+    from bench.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="paired comparisons use the per-query sequence, not cs='kl'"):
+        create("lucb-static", {"cs": "kl", "paired": True})
+    seen = {}
+    real = module.PairedLUCB
+
+    def spy(env, m, **kwargs):
+        seen.update(kwargs, m=m)
+        return real(env, m, **kwargs)
+
+    monkeypatch.setattr(module, "PairedLUCB", spy)
+    task, splits = world
+    oracle = RewardOracle(LLMClient(RulesLearner()), task, "lucb-static", bertscore=None)
+    ctx = FitContext(task=task, pool=splits.pool, validation=splits.validation, encoder=encoder, oracle=oracle,
+                     seed=0, k=K)
+    selector = create("lucb-static", {"k": K, "n_arms": 8, "m": 2, "paired": True, "epsilon": 0.3, "delta": 0.2,
+                                      "max_pulls": 60}).fit(ctx)
+    assert seen == {"epsilon": 0.3, "delta": 0.2, "cs": "query-bernstein", "max_pulls": 60, "m": 2}
+    assert selector.result_.pulls >= 8 and selector.best_arm_ in selector.result_.top_m
+    settings = selector.settings()
+    assert settings["paired"] is True and settings["stop_rule"].startswith("certified: LCB(mu_j - mu_o) > -epsilon")
+
+
 @pytest.mark.parametrize("name", ["case-static", "case-dynamic", "dearicl-static"])
 def test_the_gap_index_bandits_lower_m_on_a_small_pool_and_keep_their_best_estimated_arm(name, world, encoder,
                                                                                           monkeypatch):
