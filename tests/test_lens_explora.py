@@ -51,6 +51,7 @@ def test_filtering_schedule_halves_candidates_and_doubles_indication():
     assert filtering_schedule(40, 3, 10) == [(3, 20), (6, 10)]
     assert filtering_schedule(21, 3, 10) == [(3, 10)]
     assert filtering_schedule(30, 14, 500) == []  # small pools skip filtering
+    assert all(type(value) is int for row in filtering_schedule(7001, 14, 500) for value in row)  # slice bounds
 
 
 def test_lens_loglik_calls_match_the_schedule():
@@ -105,7 +106,8 @@ def test_lens_features_are_z_scored_globally():
     assert sel.zsim_.mean() == pytest.approx(0.0, abs=1e-9) and sel.zsim_.std() == pytest.approx(1.0)
     np.testing.assert_allclose(sel.zmean_, zscore(sel.features_.mean(axis=1)))
     # every pool item survived: the validation items are the held-out sample, and the row says so
-    assert sel.heldout_ == ctx.validation and "validation items are the held-out sample" in sel.fit_warnings[0]
+    assert sel.heldout_ == ctx.validation
+    assert sel.fit_warnings[0] == "every pool item survived filtering: the validation items are the held-out sample"
     ctx2 = lens_context(pool)[0]
     ctx2.validation = ctx.validation
     again = Lens(k=3, indication_size=4, keep=24, beam=3, iterations=1, heldout=3, search_metric="loglik").fit(ctx2)
@@ -129,6 +131,27 @@ def test_set_score_and_heuristic_search_prefer_a_high_scoring_diverse_set():
     greedy = heuristic_search(zmean, zsim, k=2, diversity=0.0, beam=4, iterations=5, n_init=6, top_sample=4,
                               rng=np.random.default_rng(0))
     assert greedy[0][0] == (0, 1)  # without the diversity term the two redundant best ones win
+
+
+def test_heuristic_searchs_beam_keeps_its_best_sets_and_its_ranking_is_best_first():
+    """A beam that kept its worst sets (or sets in index order) stays one swap from its random start and never
+    reaches the planted best set, placed at the highest indices; every set scored comes back best first."""
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        zmean = np.concatenate([rng.normal(0, 0.1, 36), [2.7, 2.8, 2.9, 3.0]])
+        ranked = heuristic_search(zmean, np.zeros((40, 40)), k=4, diversity=0.0, beam=2, iterations=8, n_init=2,
+                                  top_sample=4, rng=np.random.default_rng(seed))
+        assert ranked[0][0] == (36, 37, 38, 39)
+        scores = [score for _, score in ranked]
+        assert scores == sorted(scores, reverse=True) and len(ranked) > 10
+
+
+def test_propose_swap_on_a_one_example_list_draws_from_the_best_others_and_lens_keeps_the_authors_diversity():
+    zmean = np.array([0.0, 3.0, 2.9, -1.0])
+    rng = np.random.default_rng(0)
+    draws = {propose_swap((0,), zmean, np.zeros((4, 4)), 4.0, 2, rng) for _ in range(40)}
+    assert draws == {(1,), (2,)}  # no rest to be diverse from: the two best others
+    assert Lens().diversity == 4.0  # the authors' diversity weight
 
 
 def test_propose_swap_replaces_one_slot_from_the_top_candidates():
@@ -190,6 +213,8 @@ def test_seed_lists_respect_the_overlap_limit_against_the_union_of_taken_sets():
     assert [tuple(sorted(s)) for s in seeds] == [(0, 1, 2), (4, 5, 6), (7, 8, 9)]
     more = seed_lists(ranked, n=10, k=3, size=5, overlap_limit=1, rng=np.random.default_rng(0))
     assert len(more) == 5 and len({tuple(sorted(s)) for s in more}) == 5  # random sets fill the shortfall
+    many = seed_lists([], n=40, k=3, size=150, overlap_limit=1, rng=np.random.default_rng(0))
+    assert len(many) == 150  # a long shortfall is filled too: up to 100 draws per missing list
 
 
 class OrderedFake(FakeBackend):
