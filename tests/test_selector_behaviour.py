@@ -279,6 +279,19 @@ def test_every_selectors_defaults_are_the_published_ones(name):
     assert default_params(available()[name]) == PUBLISHED_DEFAULTS.get(name), f"{name}: defaults differ"
 
 
+def spy_on_core(monkeypatch, module, name: str) -> dict:
+    """Replace a selector module's bandit core by a wrapper that records the settings it is called with."""
+    seen = {}
+    real = getattr(module, name)
+
+    def spy(env, m, **kwargs):
+        seen.update(kwargs, m=m)
+        return real(env, m, **kwargs)
+
+    monkeypatch.setattr(module, name, spy)
+    return seen
+
+
 def test_lucb_static_passes_its_settings_on_and_guards_its_edges(world, encoder, monkeypatch):
     """lucb-static's wiring: epsilon, delta, cs and max_pulls reach LUCB; no pull is a failure, one pull a warned
     fit; a sweep that saw every arm does not warn; its settings name the certified stop."""
@@ -289,14 +302,7 @@ def test_lucb_static_passes_its_settings_on_and_guards_its_edges(world, encoder,
     with pytest.raises(ConfigError, match=f"lucb-static: cs must be one of {', '.join(FIXED_SET_SEQUENCES)}, got 'x'"):
         create("lucb-static", {"cs": "x"})
     task, splits = world
-    seen = {}
-    real = module.LUCB
-
-    def spy(env, m, **kwargs):
-        seen.update(kwargs, m=m)
-        return real(env, m, **kwargs)
-
-    monkeypatch.setattr(module, "LUCB", spy)
+    seen = spy_on_core(monkeypatch, module, "LUCB")
 
     def fit(budget=None, **params):
         oracle = RewardOracle(LLMClient(RulesLearner()), task, "lucb-static", bertscore=None, budget=budget)
@@ -331,14 +337,7 @@ def test_lucb_static_paired_runs_the_paired_core_and_names_its_stop(world, encod
 
     with pytest.raises(ConfigError, match="paired comparisons use the per-query sequence, not cs='kl'"):
         create("lucb-static", {"cs": "kl", "paired": True})
-    seen = {}
-    real = module.PairedLUCB
-
-    def spy(env, m, **kwargs):
-        seen.update(kwargs, m=m)
-        return real(env, m, **kwargs)
-
-    monkeypatch.setattr(module, "PairedLUCB", spy)
+    seen = spy_on_core(monkeypatch, module, "PairedLUCB")
     task, splits = world
     oracle = RewardOracle(LLMClient(RulesLearner()), task, "lucb-static", bertscore=None)
     ctx = FitContext(task=task, pool=splits.pool, validation=splits.validation, encoder=encoder, oracle=oracle,
