@@ -16,7 +16,7 @@ from bench.runner import Runner
 from bench.tasks.gsm8k import GSM8K
 from fakes import FakeBackend
 from methods.base import FitContext, create
-from methods.bridge import Bridge, random_subsets, swap_neighbours
+from methods.bridge import Bridge, generated_rationale, random_subsets, swap_neighbours
 from test_runner import lines, make_config
 
 POOL = [Item(f"gsm8k/p:{i}", f"Question number {i}?", str(i), f"gold reasoning {i}.", split="pool")
@@ -91,6 +91,17 @@ def test_swap_neighbours_and_random_subsets_are_valid_k_subsets():
     assert all(len(set(s) & {0, 2}) == 1 and list(s) == sorted(s) for s in neighbours)
     subsets = random_subsets(np.random.default_rng(0), 10, 4, 50)
     assert all(len(set(s)) == 4 and max(s) < 10 for s in subsets)
+
+
+def test_a_generated_rationale_ends_at_its_last_answer_marker_and_the_scale_reports_the_fit():
+    assert generated_rationale(" 3 + 4 = 7.\n[Answer]: 7\n") == "3 + 4 = 7."
+    # a model that restates the marker mid-reasoning keeps everything before the LAST one
+    assert generated_rationale("We want [Answer]: so 2 * 3 = 6.\n[Answer]: 6") == "We want [Answer]: so 2 * 3 = 6."
+    assert generated_rationale("  no marker at all") == "no marker at all"  # not cut one character short
+    assert Bridge().scale() == {}  # not fitted: nothing to report
+    oracle = FakeOracle(lambda demos: float(sum(int(d.answer) for d in demos)))
+    selector = fit(oracle, n_candidates=10, n_init=3, n_iter=4, n_proposals=100, rounds=2)
+    assert selector.scale() == {"candidates": 10, "subsets scored": len(selector.cache_), "rounds": 2}
 
 
 def test_no_subset_is_scored_twice_and_unchanged_subsets_keep_their_value():
