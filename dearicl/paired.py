@@ -47,6 +47,7 @@ class PairSequences:
         self.kind, self.level, self.population = kind, level, population
         self.pulls: dict[int, list[np.ndarray]] = {}
         self.sequences: dict[tuple[int, int], list] = {}  # (a, b), a < b -> [sequence, paired pulls fed]
+        self.bounds: dict[tuple[int, int], tuple[int, float, float]] = {}  # (a, b) -> (paired pulls, lower, upper)
 
     def add(self, arm: int, rewards: np.ndarray) -> None:
         self.pulls.setdefault(arm, []).append(rewards)
@@ -69,8 +70,13 @@ class PairSequences:
 
     def lower(self, a: int, b: int) -> float:
         """A lower bound on mu_a - mu_b, one-sided at `level`."""
-        lo, hi = self._sequence(min(a, b), max(a, b)).all_bounds()
-        return float(2.0 * lo[0] - 1.0) if a < b else float(1.0 - 2.0 * hi[0])
+        key = (min(a, b), max(a, b))
+        paired = min(len(self.pulls.get(a, ())), len(self.pulls.get(b, ())))
+        if self.bounds.get(key, (-1,))[0] != paired:  # read again only after a new paired pull
+            lo, hi = self._sequence(*key).all_bounds()
+            self.bounds[key] = (paired, float(lo[0]), float(hi[0]))
+        _, lo, hi = self.bounds[key]
+        return 2.0 * lo - 1.0 if a < b else 1.0 - 2.0 * hi
 
 
 class PairedLUCB:
