@@ -225,3 +225,53 @@ def test_bridge_budget_through_the_runner(tmp_path, data_dir, monkeypatch):
     run = Runner(cfg).run()["runs"][0]
     assert run["budget_exhausted"] and run["llm_calls"]["selection"] == 6  # two subsets of 3 validation items
     assert run["n"] == 2 and all(len(r["demo_ids"]) == 5 for r in lines(tmp_path / "run" / "records.jsonl"))
+
+
+def test_expected_improvement_is_the_gaussian_expectation_of_the_gain():
+    """EI(m, s; best) = E[max(X - best, 0)] for X ~ N(m, s), checked by numerical integration."""
+    from scipy import integrate, stats
+
+    from methods.bridge import expected_improvement
+
+    mean, std, best = np.array([0.5, 0.2, 0.31, 0.4]), np.array([0.1, 0.1, 0.05, 0.3]), 0.3
+    got = expected_improvement(mean, std, best)
+    for m, s, value in zip(mean, std, got):
+        gain, _ = integrate.quad(lambda x: (x - best) * stats.norm.pdf(x, m, s), best, m + 12 * s)
+        assert value == pytest.approx(gain, abs=1e-9)
+    assert expected_improvement(np.array([0.2, 0.5]), np.zeros(2), best) == pytest.approx([0.0, 0.2])  # no spread
+
+
+def test_a_proposal_maximises_the_chosen_acquisition_among_random_subsets_and_the_incumbents_neighbours(monkeypatch):
+    """propose() scores every unscored proposal with a GP's mean and std (here a planted one) and returns the
+    maximiser of EI, or of mean + kappa * std for "ucb"; the local proposals are the best observed subset's swaps."""
+    import methods.bridge as module
+
+    seen = {}
+    weights, spread = np.linspace(-1.0, 1.0, 8), np.linspace(0.5, 0.0, 8)
+
+    class PlantedGP:
+        def predict(self, x, return_std=True):
+            seen["proposals"] = x
+            return x @ weights / 3.0, x @ spread
+
+    monkeypatch.setattr(module, "fit_gp", lambda x, y, seed: PlantedGP())
+    observed = {(0, 1, 2): 0.1, (1, 4, 6): 0.9, (0, 3, 5): 0.4}
+    for acquisition, kappa in (("ei", 2.0), ("ucb", 2.0), ("ucb", 0.0)):
+        selector = Bridge(k=3, n_proposals=5, acquisition=acquisition, kappa=kappa)
+        selector.candidates_, selector.rng_, selector.gp_seed_ = list(range(8)), np.random.default_rng(0), 0
+        chosen = selector.propose(dict(observed))
+        x = seen["proposals"]
+        mean, std = x @ weights / 3.0, x @ spread
+        score = (module.expected_improvement(mean, std, 0.9) if acquisition == "ei" else mean + kappa * std)
+        rows = {tuple(np.flatnonzero(row)) for row in x}
+        assert chosen == tuple(np.flatnonzero(x[int(np.argmax(score))])) and chosen not in observed
+        assert set(swap_neighbours((1, 4, 6), 8)) - set(observed) <= rows  # the incumbent is the best observed
+
+
+def test_the_trace_of_an_unfitted_bridge_is_empty_and_a_generate_step_is_traced():
+    assert Bridge().trace() == []
+    oracle = FakeOracle(lambda demos: float(sum(int(d.answer) for d in demos)))
+    selector = fit(oracle, n_candidates=10, n_init=3, n_iter=2, n_proposals=50, rounds=2)
+    step = next(row for row in selector.trace() if row["step"] == "generate")
+    assert set(step) >= {"round", "evaluations", "best_reward", "llm_calls", "regenerated"}
+    assert step["regenerated"] == 0 and step["llm_calls"] <= oracle.calls  # the fake never answers right
