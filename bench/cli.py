@@ -720,8 +720,8 @@ def cmd_table(argv: list[str]) -> int:
 
 def _table_calls(args) -> int:
     """`table calls PLAN`: every call of a plan through the plan's model, into --cache (a GPU box's half)."""
-    from bench.llm import CallCache, CallLog, GenerationParams, LLMClient, LLMSpec, make_backend
-    from bench.reward_table import answer_plan, read_plan
+    from bench.llm import CallCache, CallLog, LLMClient, LLMSpec, make_backend
+    from bench.reward_table import answer_plan, plan_parts, read_plan
 
     plan = read_plan(args.file)
     if args.cache is None:
@@ -739,7 +739,7 @@ def _table_calls(args) -> int:
     for name, value in (("prefix_batch_size", args.prefix_batch), ("kv_cache_gib", args.kv_cache_gib)):
         if value is not None and hasattr(backend, name):
             setattr(backend, name, value)
-    params = GenerationParams(**{**plan["params"], "stop": tuple(plan["params"]["stop"])})
+    params = plan_parts(plan)[1]
     client = LLMClient(backend, CallCache(args.cache), CallLog(None), params, "auto")
     recorded = answer_plan(plan, client, progress=not args.no_progress, check=not args.no_check)
     if hasattr(backend, "attention"):

@@ -271,18 +271,25 @@ def _item(row: dict) -> Item:
     return Item(**{**row, "options": tuple(row.get("options", ()))})
 
 
+def plan_parts(plan: dict):
+    """A plan's task (configured as recorded), decoding, arms' demonstrations and items, as Python objects."""
+    from bench.llm.base import GenerationParams
+    from bench.tasks import make_task
+
+    task = make_task(plan["task"]).configure(**plan["answering"])
+    params = GenerationParams(**{**plan["params"], "stop": tuple(plan["params"]["stop"])})
+    arm_demos = [[_item(d) for d in demos] for demos in plan["arms"]]
+    return task, params, arm_demos, [_item(it) for it in plan["items"]]
+
+
 def answer_plan(plan: dict, client: LLMClient, *, progress: bool = True, check: bool = True) -> dict:
     """Make every call of a plan through `client` (its cache keeps them); what ran, for the table's meta. First,
     unless `check` is off, the batched paths are checked against one call at a time (check_batching)."""
     import platform
 
-    from bench.tasks import make_task
-
     if client.backend.model_id != plan["model"]:
         raise ConfigError(f"the plan was made for model {plan['model']}, this backend is {client.backend.model_id}")
-    task = make_task(plan["task"]).configure(**plan["answering"])
-    arm_demos = [[_item(d) for d in demos] for demos in plan["arms"]]
-    items = [_item(it) for it in plan["items"]]
+    task, _, arm_demos, items = plan_parts(plan)
     if plan_id(task, arm_demos, items, plan["samples"], plan["model"], client.params) != plan["plan"]:
         raise ConfigError("the plan's calls do not match its id (task, items, arms or decoding changed)")
     checked = check_batching(client, task, arm_demos[0], items) if check else None

@@ -59,13 +59,14 @@ class PairSequences:
             self.sequences[(a, b)] = [cs, 0]
         entry = self.sequences[(a, b)]
         cs, fed = entry
-        for s in range(fed, min(len(self.pulls.get(a, ())), len(self.pulls.get(b, ())))):
+        paired = min(len(self.pulls.get(a, ())), len(self.pulls.get(b, ())))
+        for s in range(fed, paired):
             x, y = self.pulls[a][s], self.pulls[b][s]
             if len(x) != len(y):
                 raise ConfigError(f"paired pulls {s} of arms {a} and {b} cover {len(x)} and {len(y)} items: a pair "
                                   "needs both on the same queries")
             cs.add(0, (x - y + 1.0) / 2.0)
-        entry[1] = max(fed, min(len(self.pulls.get(a, ())), len(self.pulls.get(b, ()))))
+        entry[1] = max(fed, paired)
         return cs
 
     def lower(self, a: int, b: int) -> float:

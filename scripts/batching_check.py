@@ -20,10 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.errors import LLMError  # noqa: E402
-from bench.llm import CallCache, CallLog, GenerationParams, LLMClient  # noqa: E402
+from bench.llm import CallCache, CallLog, LLMClient  # noqa: E402
 from bench.llm.embedded import EmbeddedModel  # noqa: E402
-from bench.reward_table import _item, check_batching, read_plan  # noqa: E402
-from bench.tasks import make_task  # noqa: E402
+from bench.reward_table import check_batching, plan_parts, read_plan  # noqa: E402
 
 
 def main() -> int:
@@ -39,16 +38,14 @@ def main() -> int:
     for attention in args.attention:
         backend = EmbeddedModel(plans[0]["llm"], gguf=args.gguf, attention=attention)
         for path, plan in zip(args.plans, plans):
-            params = GenerationParams(**{**plan["params"], "stop": tuple(plan["params"]["stop"])})
+            task, params, arm_demos, items = plan_parts(plan)
             client = LLMClient(backend, CallCache(Path(tempfile.mkdtemp()) / "check.sqlite"), CallLog(None), params, "auto")
-            task = make_task(plan["task"]).configure(**plan["answering"])
-            items = [_item(it) for it in plan["items"]]
             for arm in args.arms:
                 began = time.perf_counter()
                 row = {"plan": path.name, "task": plan["task"], "arm": arm, "attention": attention,
                        "kernel": backend.model.config._attn_implementation, "device": str(backend.device)}
                 try:
-                    row.update(ok=True, **check_batching(client, task, [_item(d) for d in plan["arms"][arm]], items))
+                    row.update(ok=True, **check_batching(client, task, arm_demos[arm], items))
                 except LLMError as exc:
                     row.update(ok=False, error=str(exc))
                 row["seconds"] = round(time.perf_counter() - began, 1)

@@ -20,10 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.answering import answer_keys, ask  # noqa: E402
-from bench.llm import CallCache, CallLog, CallScope, GenerationParams, LLMClient  # noqa: E402
+from bench.llm import CallCache, CallLog, CallScope, LLMClient  # noqa: E402
 from bench.llm.embedded import EmbeddedModel  # noqa: E402
-from bench.reward_table import _item, read_plan  # noqa: E402
-from bench.tasks import make_task  # noqa: E402
+from bench.reward_table import plan_parts, read_plan  # noqa: E402
 
 
 def main() -> int:
@@ -36,10 +35,8 @@ def main() -> int:
     ap.add_argument("--at", type=int, nargs="+", default=None, help="these item positions instead of the first --items")
     args = ap.parse_args()
     plan = read_plan(args.plan)
-    task = make_task(plan["task"]).configure(**plan["answering"])
-    params = GenerationParams(**{**plan["params"], "stop": tuple(plan["params"]["stop"])})
-    demos = [_item(d) for d in plan["arms"][args.arm]]
-    items = [_item(it) for it in plan["items"]]
+    task, params, arm_demos, items = plan_parts(plan)
+    demos = arm_demos[args.arm]
     items = [items[i] for i in args.at] if args.at else items[:args.items]
     indices = [args.sample] * len(items)
     backend = EmbeddedModel(plan["llm"], sampler="hashed", prefix_batch_size=len(items), kv_cache_gib=8)
