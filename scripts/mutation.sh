@@ -5,11 +5,17 @@
 #   bash scripts/mutation.sh lens explora udr     # other modules of methods/ (one mutmut run each)
 #   bash scripts/mutation.sh dearicl/bandit       # a module of dearicl/
 #   MUTATION_WORKDIR=DIR MUTATION_SECONDS=3600 bash scripts/mutation.sh udr   # in chunks: an hour, then resume
+#   MUTATION_WORKDIR=DIR MUTATION_RERUN_SURVIVORS=1 bash scripts/mutation.sh udr   # survivors again, after new tests
+#   MUTATION_WORKDIR=DIR MUTATION_SAMPLE=150 bash scripts/mutation.sh udr   # a seeded random sample of the rest
 #
 # MUTATION_WORKDIR keeps each module's scratch clone in DIR/<module> and reuses it: a second run tests only the
 # mutants the first left undecided (mutmut keeps its results), so a module whose mutants retrain a model (udr: ~4 a
 # minute) is done in chunks of MUTATION_SECONDS, each writing a report with its "not checked" count. Delete the
 # folder to start again from a new HEAD (the kept clone is the commit of the first chunk).
+# A module too slow to finish is estimated: MUTATION_SAMPLE=N tests N more mutants drawn at random (seeded by the
+# module's name) from those the chunks left undecided, and the report gives the module's kill rate as the decided
+# mutants plus the sample's rate over the rest, with a Wilson 95% interval. MUTATION_RERUN_SURVIVORS=1 runs the
+# survivors again against the clone's tests, refreshed from this checkout (after a test was added for them).
 #
 # Each module is mutated in a scratch clone of HEAD (nothing here is touched), against the tests that exercise
 # it: for methods/X.py the non-slow tests naming the selectors it defines (pytest -k) in the behavioural tests
@@ -90,7 +96,31 @@ EOF
   echo "mutating $package/$module.py against: $tests (clone of $(git log -1 --format=%h))"
   began=$(date +%s)
   # a chunk's time limit (0: none); a stopped run keeps its decided mutants for the next
-  timeout -k 60 "${MUTATION_SECONDS:-0}" "$MUTMUT" run --max-children "${MUTATION_CHILDREN:-2}" >> mutmut.log 2>&1 || true
+  names=()
+  if [[ -n ${MUTATION_SAMPLE:-}${MUTATION_RERUN_SURVIVORS:-} ]]; then
+    (( ! fresh )) || { echo "error: MUTATION_SAMPLE and MUTATION_RERUN_SURVIVORS need a chunk run first (MUTATION_WORKDIR)" >&2; exit 2; }
+    rm -rf tests mutants/tests && cp -r "$ROOT/tests" tests && cp -r "$ROOT/tests" mutants/tests  # the tests as they are now
+    "$MUTMUT" results --all true > results.txt 2>&1 || true
+    mapfile -t names < <("$PY" - "$package.$module" "${MUTATION_SAMPLE:-0}" "${MUTATION_RERUN_SURVIVORS:-}" <<'EOF'
+import random, sys
+from pathlib import Path
+module, n, rerun = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+status = dict(line.strip().rsplit(": ", 1) for line in Path("results.txt").read_text().splitlines() if ": " in line)
+names = sorted(k for k, v in status.items() if v == "survived") if rerun else []
+if n:
+    sample = Path("sample.txt")  # the population (undecided when first sampled), shuffled once; a prefix is tested
+    if not sample.exists():
+        population = sorted(k for k, v in status.items() if v == "not checked")
+        random.Random(module).shuffle(population)
+        sample.write_text("\n".join(population) + "\n")
+    order = sample.read_text().split()
+    names += [k for k in order if status.get(k) == "not checked"][:n]  # the next n undecided, in the drawn order
+print("\n".join(names))
+EOF
+)
+    echo "testing ${#names[@]} named mutants"
+  fi
+  timeout -k 60 "${MUTATION_SECONDS:-0}" "$MUTMUT" run --max-children "${MUTATION_CHILDREN:-2}" "${names[@]}" >> mutmut.log 2>&1 || true
   seconds=$(( $(date +%s) - began ))
   "$MUTMUT" results --all true > results.txt 2>&1 || true
   "$PY" - "$package/$module" "$seconds" "$OUT" "$MUTMUT" <<'EOF'
@@ -111,7 +141,24 @@ report = out / (module.replace("/", ".") + ".md")
 lines = [f"# Mutation testing: {module}.py", "",
          f"{datetime.date.today()}, mutmut, {seconds // 60} min. Killed {killed} of {tested} tested mutants ({rate});"
          f" {counts['timeout']} of the kills are timeouts; {counts['no tests']} mutants no test reaches; "
-         f"{counts['not checked']} not checked.", "", "| status | mutants |", "|---|---|"]
+         f"{counts['not checked']} not checked.", ""]
+if Path("sample.txt").exists():  # stratified: the decided mutants outside the population, plus the sample's rate
+    from statsmodels.stats.proportion import proportion_confint
+    population = set(Path("sample.txt").read_text().split())
+    decided = {k: v for k, v in status.items() if v not in ("no tests", "skipped", "not checked")}
+    drawn = [v for k, v in decided.items() if k in population]
+    rest = [v for k, v in decided.items() if k not in population]
+    hit = lambda vs: sum(v in ("killed", "timeout") for v in vs)
+    if drawn:
+        low, high = proportion_confint(hit(drawn), len(drawn), alpha=0.05, method="wilson")
+        whole = lambda p: (hit(rest) + len(population) * p) / (len(rest) + len(population))
+        estimate = whole(hit(drawn) / len(drawn))
+        rate = f"est. {100 * estimate:.0f}% ({100 * whole(low):.0f}-{100 * whole(high):.0f}%)"
+        lines += [f"Estimated from a sample: {len(rest)} mutants decided in full ({hit(rest)} killed); of the "
+                  f"{len(population)} left undecided, a seeded random sample of {len(drawn)} tested, {hit(drawn)} killed "
+                  f"({100 * hit(drawn) / len(drawn):.0f}%, Wilson 95% {100 * low:.0f}-{100 * high:.0f}%). Module kill "
+                  f"rate: {rate[5:]}.", ""]
+lines += ["| status | mutants |", "|---|---|"]
 lines += [f"| {k} | {v} |" for k, v in sorted(counts.items())]
 lines += ["", f"## Survivors ({len(survivors)})", ""]
 for name in survivors:

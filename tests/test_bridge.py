@@ -144,6 +144,9 @@ def test_generate_replaces_rationales_of_correct_answers_only():
     first_round_best = max(r["best_reward"] for r in selector.trace() if r["round"] == 0)
     final = oracle.reward(chosen)
     assert selector.trace()[-1]["best_reward"] == pytest.approx(final) and final > first_round_best
+    # the trace counts the rationales replaced: one per even-numbered candidate
+    evens = sum(int(by_id[c.id].answer) % 2 == 0 for c in selector.candidates_)
+    assert evens >= 2 and [r["regenerated"] for r in selector.trace() if r["step"] == "generate"] == [evens]
 
 
 @pytest.mark.parametrize("budget", [0, 2])
@@ -275,3 +278,34 @@ def test_the_trace_of_an_unfitted_bridge_is_empty_and_a_generate_step_is_traced(
     step = next(row for row in selector.trace() if row["step"] == "generate")
     assert set(step) >= {"round", "evaluations", "best_reward", "llm_calls", "regenerated"}
     assert step["regenerated"] == 0 and step["llm_calls"] <= oracle.calls  # the fake never answers right
+
+
+def test_candidates_without_rationales_skip_the_generate_step():
+    """Translation has no reasoning path to regenerate: no generation call, no generate row, no change."""
+    pool = [Item(f"wmt/p:{i}", f"Sentence {i}.", str(i), "", split="pool") for i in range(12)]
+    oracle = FakeOracle(lambda demos: float(sum(int(d.answer) for d in demos)), answer=lambda p: " x\n[Answer]: 1")
+    selector = fit(oracle, pool=pool, n_candidates=8, n_init=2, n_iter=1, n_proposals=20, rounds=2)
+    assert "generate" not in oracle.pulled and oracle.prompts == []
+    assert all(row["step"] != "generate" for row in selector.trace())
+    ctx = FitContext(task=GSM8K(), pool=pool, validation=VALIDATION, encoder=None, oracle=oracle, seed=0, k=5)
+    assert selector.generate(ctx, 0) == 0 and all(c.rationale == "" for c in selector.candidates_)
+
+
+def test_the_gp_is_the_documented_matern_plus_noise_model_with_restarts():
+    """Matern 5/2 with a constant scale and white noise, each at its stated start and bounds, y normalised, two
+    optimiser restarts: the prior the docstring describes (sklearn keeps it as gp.kernel; gp.kernel_ is fitted)."""
+    from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
+
+    from methods.bridge import fit_gp, inclusion_vectors
+
+    x = inclusion_vectors([(0, 1), (1, 2), (0, 2), (2, 3)], 4)
+    assert x.tolist() == [[1, 1, 0, 0], [0, 1, 1, 0], [1, 0, 1, 0], [0, 0, 1, 1]]  # 0/1, not scaled
+    gp = fit_gp(x, np.array([0.1, 0.5, 0.2, 0.9]), seed=3)
+    expected = ConstantKernel(1.0, (1e-2, 1e2)) * Matern(length_scale=1.0, length_scale_bounds=(1e-1, 1e2), nu=2.5) \
+        + WhiteKernel(noise_level=1e-2, noise_level_bounds=(1e-6, 1e0))
+    assert gp.kernel == expected and repr(gp.kernel) == repr(expected)
+    params, bounds = gp.kernel.get_params(), [tuple(h.bounds.ravel()) for h in gp.kernel.hyperparameters]
+    assert (params["k1__k2__nu"], params["k1__k1__constant_value"], params["k1__k2__length_scale"],
+            params["k2__noise_level"]) == (2.5, 1.0, 1.0, 1e-2)
+    assert bounds == [(1e-2, 1e2), (1e-1, 1e2), (1e-6, 1e0)]
+    assert gp.normalize_y and gp.n_restarts_optimizer == 2 and gp.random_state == 3

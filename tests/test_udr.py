@@ -157,6 +157,40 @@ def test_training_queries_are_pool_items_scored_one_call_per_pair(encoder, monke
             [fake_loglik(c, x) for c, x in zip(contexts, continuations)]
     summary = selector.trace()[0]
     assert summary["llm_calls"] == 20 and summary["queries_scored"] == 4 and summary["rounds"] == 1
+    # the scale printed beside the score: 1 epoch x ceil(4 queries / 2 a batch) Adam steps
+    assert selector.scale() == {"training queries": 4, "candidates a query": 5.0, "rounds": 1,
+                                "optimiser steps a round": 2}
+
+
+def test_scale_is_the_fit_s_training_size_and_empty_before_a_fit():
+    selector = UDR(k=2, epochs=3, batch_queries=2)
+    assert selector.scale() == {}
+    selector.summary_ = {"queries_scored": 5, "candidates_per_query": 3.46, "rounds": 2}
+    assert selector.scale() == {"training queries": 5, "candidates a query": 3.5, "rounds": 2,
+                                "optimiser steps a round": 3 * 3}  # 3 epochs x ceil(5 / 2) batches
+
+
+def test_remining_proposes_the_nearest_pool_items_under_the_tuned_retriever(encoder, monkeypatch):
+    """The round's query encoder against its candidate encoder over pool items WITH their outputs: an item
+    whose question says nothing but whose output answers the query is mined first."""
+    pool = [Item(f"toy/pool:{i}", f"Entry number {i}.", str(i), text) for i, text in enumerate(
+        ["The red fruit is an apple.", "Iron is a metal.", "Copper conducts.", "Zinc coats steel.",
+         "Nickel is silvery.", "Cobalt is blue."])]
+    query = Item("toy/pool:q", "Which fruit is red?", "0", "apple")
+    selector = UDR(k=2, n_candidates=2)
+    selector.pool_ = pool + [query]
+    selector.q_model_ = selector.c_model_ = encoder.trainable_copy()
+    selector.candidates_of_ = {query.id: [pool[3]]}
+    monkeypatch.setattr(selector, "score_new", lambda ctx, queries: None)
+    selector.remine(None, [query])
+
+    def nearest(with_output):
+        emb = encode_texts(selector.c_model_, [item_text(it, with_output=with_output) for it in selector.pool_])
+        sims = emb @ encode_texts(selector.q_model_, [item_text(query)])[0]
+        return [selector.pool_[i].id for i in np.argsort(-sims, kind="stable") if selector.pool_[i] is not query][:2]
+
+    assert nearest(True)[0] == "toy/pool:0" and nearest(True) != nearest(False)  # the outputs decide
+    assert [c.id for c in selector.candidates_of_[query.id]] == ["toy/pool:3"] + nearest(True)  # merged, in order
 
 
 def test_remining_scores_only_new_pairs_and_merges_the_lists(encoder):
@@ -307,5 +341,18 @@ def test_udr_on_dearicl_data_ranks_dearicl_candidates(tmp_path, data_dir, monkey
     fits = {f["method"]: f for f in lines(tmp_path / "run" / "fits.jsonl")}
     ltr = fits["udr@dearicl-data"]["trace"][-1]
     assert ltr["ltr_data"] == "dearicl" and ltr["epochs"] == 1 and ltr["candidate_set"] == "dearicl"
+    assert ltr["loss"] == "udr (lambda-MRR + in-batch CE)"
     records = [r for r in lines(tmp_path / "run" / "records.jsonl") if r["method"] == "udr@dearicl-data"]
     assert len(records) == 2 and all(len(r["demo_ids"]) == 5 for r in records)
+
+
+def test_udr_on_dearicl_data_names_its_loss_on_the_ltr_entry_only(monkeypatch):
+    from methods.ltr_base import LTRSelector
+
+    selector = create("udr@dearicl-data", {})
+    monkeypatch.setattr(LTRSelector, "trace", lambda self: [{"round": 1, "loss": 0.5}, {"ltr": True, "loss": "x"}])
+    assert selector.trace() == [{"round": 1, "loss": 0.5}, {"ltr": True, "loss": "udr (lambda-MRR + in-batch CE)"}]
+    monkeypatch.setattr(LTRSelector, "trace", lambda self: [{"round": 1, "loss": 0.5}])
+    assert selector.trace() == [{"round": 1, "loss": 0.5}]  # no LTR entry (a failed fit): nothing renamed
+    monkeypatch.setattr(LTRSelector, "trace", lambda self: [])
+    assert selector.trace() == []
