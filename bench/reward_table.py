@@ -39,6 +39,7 @@ from bench.errors import ConfigError, DataError
 from bench.items import Item
 from bench.llm import CallScope, LLMClient
 from bench.log import LOG, Progress
+from dearicl.confidence import snap_rounding
 
 FORMAT = "icl-select-bench reward table v1"
 
@@ -74,8 +75,8 @@ class RewardTable:
     def true_means(self, what: str = "rewards", split: str = "validation") -> np.ndarray:
         """Each arm's exact mean over the split's items (and samples): the truth a replay is judged by."""
         cols = self.validation if split == "validation" else self.test
-        values = self.values(what)
-        return values[:, cols].reshape(len(values), -1).mean(axis=1)
+        values = snap_rounding(self.values(what))  # as the confidence sequences see them, averaged in float64
+        return values[:, cols].reshape(len(values), -1).astype(np.float64).mean(axis=1)
 
     def summary(self) -> str:
         """What the table holds and how much its arms differ (validation means of each reward)."""

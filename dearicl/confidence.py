@@ -160,6 +160,14 @@ class ArmStats:
 ROUNDING = 1e-6  # float32 scores of identical texts land a hair outside [0, 1] (BERTScore F1 1.0000001)
 
 
+def snap_rounding(values: np.ndarray) -> np.ndarray:
+    """Rounding excess (within ROUNDING of [0, 1]) set to the bound, as check_unit_interval does to each pull; values
+    further out stay, for check_unit_interval to refuse. A recorded table's truth is the mean of these values."""
+    values = np.asarray(values)
+    values = np.where((values > 1.0) & (values <= 1.0 + ROUNDING), 1.0, values)
+    return np.where((values < 0.0) & (values >= -ROUNDING), 0.0, values).astype(values.dtype)
+
+
 def check_unit_interval(rewards: np.ndarray, arm: int) -> np.ndarray:
     """Every sequence here is valid only for rewards in [0, 1]: anything further out than float rounding is an error,
     never clipped silently; rounding excess is clipped."""

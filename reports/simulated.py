@@ -26,7 +26,7 @@ def by_family(paths: list[Path]) -> tuple[dict[str, list[dict]], dict[str, dict]
     envs: dict[str, dict] = {}
     for path in paths:
         data = json.loads(Path(path).read_text())
-        family = data["env"]["name"]
+        family = data["env"]["name"] + (", population" if data["env"].get("protocol") == "population" else "")
         env = envs.setdefault(family, dict(data["env"]))
         env["cs"] = env.get("cs") or data["env"].get("cs")  # only the certified methods' files carry it
         results.setdefault(family, []).extend(data["results"])
@@ -35,21 +35,31 @@ def by_family(paths: list[Path]) -> tuple[dict[str, list[dict]], dict[str, dict]
 
 def family_table(rows: list[dict]) -> str:
     body = [[r["method"], r["runs"], _pm(r["mean_pulls"], r["pulls_se"], 1),
-             _pm(r["eps_error_rate"], r["eps_error_rate_se"], 2), _pm(r["error_rate"], r.get("error_rate_se"), 2),
+             _pm(r["eps_error_rate"], r["eps_error_rate_se"], 2)
+             + (f" (95% bound {r['eps_error_ucb95']:.3f})" if r.get("eps_error_ucb95") is not None else ""),
+             _pm(r["error_rate"], r.get("error_rate_se"), 2),
              _pm(r["mean_simple_regret"], r["simple_regret_se"], 3), _pm(r["coverage"], r.get("coverage_se"), 3),
              ", ".join(f"{k} {v}" for k, v in r["stopped_by"].items())] for r in rows]
     return tabulate(body, headers=("method",) + COLUMNS, tablefmt="github")
 
 
 def study_markdown(results: dict[str, list[dict]], envs: dict[str, dict]) -> str:
-    lines = ["# SIMULATED bandit study", "",
+    recorded = any(env.get("recorded") for env in envs.values())
+    lines = ["# Bandit study: SIMULATED families and RECORDED tables" if recorded else "# SIMULATED bandit study", "",
+             "Every number from a SIMULATED family comes from simulated rewards with known truth "
+             "(dearicl/testbeds.py), not from an LLM; each run is a new random instance. A RECORDED table replays "
+             "real LLM rewards (bench table build) with exact truth, one instance for all runs. " if recorded else
              "Every number below comes from simulated rewards with known truth (dearicl/testbeds.py), not from an "
-             "LLM. Mean ± standard error across runs; each run of a family is a new random instance.", ""]
+             "LLM. Each run of a family is a new random instance. ",
+             "Mean ± standard error across runs; eps-error with its exact (Clopper-Pearson) 95% upper bound.", ""]
     for family, rows in results.items():
         env = envs[family]
-        lines += [f"## {family} (SIMULATED)", "",
-                  f"m = {env['m']}, epsilon = {env['epsilon']}, delta = {env['delta']}, noise = {env['noise']}, "
-                  f"arms = {env.get('n_arms')}, validation queries = {env.get('n_val')}, seed = {env['seed']}"
+        kind = "RECORDED" if env.get("recorded") else "SIMULATED"
+        lines += [f"## {family} ({kind})", "",
+                  f"m = {env['m']}, epsilon = {env['epsilon']}, delta = {env['delta']}, "
+                  + ("" if env.get("recorded") else f"noise = {env['noise']}, ")
+                  + f"arms = {env.get('n_arms')}, validation queries = {env.get('validation_pool') or env.get('n_val')}, "
+                  f"seed = {env['seed']}" + (f", protocol = {env['protocol']}" if env.get("protocol") else "")
                   + (f", confidence sequence (lucb, dearicl-pac) = {env['cs']}" if env.get("cs") else ""), "",
                   family_table(rows), ""]
     return "\n".join(lines)

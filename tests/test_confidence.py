@@ -260,6 +260,31 @@ def test_population_protocol_pulls_the_same_batches_for_every_arm_without_replac
         LUCB(MeansEnv([0.2, 0.5], np.random.default_rng(0)), 1, cs="wor")
 
 
+def test_a_recorded_reward_a_hair_above_one_is_the_same_value_in_the_truth_and_in_the_sequences():
+    """BERTScore F1 of identical texts is 1.0000001 in float32: the sequences clip it to 1, so the truth must too, or
+    an exact interval (an arm that saw its whole population) misses the truth by the excess."""
+    from bench.reward_table import RewardTable
+    from dearicl.confidence import WoRBettingCS, snap_rounding
+    from dearicl.environments import PopulationEnvironment
+
+    values = np.random.default_rng(0).uniform(0.6, 0.9, (2, 5, 3)).astype(np.float32)
+    values[:, :, 0] = np.float32(1.0) + np.float32(1.2e-7)  # identical texts: a hair above 1
+    env = PopulationEnvironment(values, np.arange(5), 5, np.random.default_rng(1))
+    cs = WoRBettingCS(2, 0.05, env.population)
+    for _ in range(3):
+        for arm in range(2):
+            cs.add(arm, env.pull(arm))
+    lower, upper = cs.all_bounds()
+    np.testing.assert_array_equal(lower, upper)  # every reward seen: exact
+    np.testing.assert_allclose(lower, env.true_means, rtol=0, atol=1e-12)
+    assert snap_rounding(np.array([1.0 + 5e-7, -5e-7, 1.5, -0.5])).tolist() == [1.0, 0.0, 1.5, -0.5]  # rounding only
+    # the replay's truth: the same snapped values, averaged in float64
+    Table = type("Table", (RewardTable,), {"validation": np.arange(5), "values": lambda self, what: values})
+    table = Table.__new__(Table)
+    np.testing.assert_allclose(table.true_means(), env.true_means, rtol=0, atol=1e-12)
+    assert table.true_means().dtype == np.float64
+
+
 def test_the_per_query_sequence_refuses_pulls_over_other_items():
     cs = confidence_sequence("query-bernstein", 2, 0.05)
     cs.add(0, np.full(5, 0.5))
