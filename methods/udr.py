@@ -53,7 +53,6 @@ the instance-level UDR, which ranks single pool items by their own LM scores.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -69,13 +68,9 @@ from bench.tasks.base import normalise_text
 from dearicl.losses import PADDED, lambda_mrr_loss
 from methods.ltr_base import LTRSelector
 from methods.base import FitContext, Selector, register
+from methods.bm25 import bm25_tokens
 
-WORD = re.compile(r"\w+")
 BM25_FIELDS = ("output", "question")
-
-
-def bm25_tokens(text: str) -> list[str]:
-    return WORD.findall(text.lower())
 
 
 def rank_labels(scores: np.ndarray) -> np.ndarray:

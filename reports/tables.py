@@ -69,7 +69,8 @@ def significance(records: list[ItemRecord], baseline: str, metric: str | None = 
 
 # The row groups of the paper's Table 1, in order.
 GROUPS = (("task", "Task level"), ("instance", "Instance level"), ("bandit", "Instance level (bandit)"),
-          ("bandit+ltr", "Instance level (bandit + LTR)"), ("beyond", "Beyond the paper"))
+          ("bandit+ltr", "Instance level (bandit + LTR)"), ("beyond", "Beyond the paper"),
+          ("retrieval", "Retrieval baselines beyond the paper (OpenICL's BM25, DPP, vote-k)"))
 DATA_VARIANT = "@dearicl-data"  # LTR selectors trained on a DEARICL run's log (data-ablation table)
 
 
