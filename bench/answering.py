@@ -73,8 +73,8 @@ def ask(client: LLMClient, task, demos: Sequence[Sequence[Item]], items: Sequenc
                 probs[i], gens[i] = task.label_probs(ll, free), gen
         return gens, [dict(zip(task.labels, map(float, p))) for p in probs]
     alone = [rows[0] for rows in groups.values() if len(rows) == 1]
-    answered = client.generate([task.render(demos[i], items[i]) for i in alone], scope=scope, params=params,
-                               sample_indices=[indices[i] for i in alone])
+    answered = client.generate([client.render(task, demos[i], items[i]) for i in alone], scope=scope, params=params,
+                               sample_indices=[indices[i] for i in alone], rendered=True)
     for i, gen in zip(alone, answered):
         gens[i] = gen
     for rows in groups.values():

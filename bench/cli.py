@@ -127,6 +127,9 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--openai-api", choices=["completions", "chat"], help="which OpenAI endpoint to call")
     p.add_argument("--chat-template", choices=["auto", "on", "off"], default="auto",
                    help="put each prompt in the model's chat template as the user turn (auto: when it has one)")
+    p.add_argument("--fewshot-as-multiturn", action="store_true",
+                   help="demonstrations as alternating user/assistant turns of the chat template (lm-evaluation-"
+                        "harness's --fewshot_as_multiturn); shared-prefix pulls are kept")
     p.add_argument("--llamacpp-weights", choices=["q8_0", "native"], default="q8_0",
                    help="llamacpp backend: run the GGUF re-encoded as Q8_0 (faster batched kernels on AVX2), or as is")
     p.add_argument("--llamacpp-ctx", type=_positive, default=32768,
@@ -261,7 +264,8 @@ def run_config(args: argparse.Namespace, file_params: dict | None = None, comman
     llm = LLMSpec(name=args.llm, backend=args.backend, api_base=args.api_base, api=args.openai_api,
                   gguf_file=args.gguf_file, batch_size=args.batch_size, prefix_batch_size=args.prefix_batch_size,
                   kv_cache_gib=args.kv_cache_gib, concurrency=args.concurrency, timeout_s=args.timeout,
-                  retries=args.retries, chat_template=args.chat_template, llamacpp_weights=args.llamacpp_weights,
+                  retries=args.retries, chat_template=args.chat_template, fewshot_as_multiturn=args.fewshot_as_multiturn,
+                  llamacpp_weights=args.llamacpp_weights,
                   llamacpp_ctx=args.llamacpp_ctx)
     generation = GenerationParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
     selection_llm = None

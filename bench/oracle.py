@@ -113,11 +113,13 @@ class RewardOracle:
         self._answered()
         return scores
 
-    def generate(self, prompts: Sequence[str]) -> list[str]:
-        """Free generation for selectors that write text (BRIDGE's rationales); counted."""
+    def generate(self, shown: Sequence[tuple[Sequence[Item], Item]]) -> list[str]:
+        """Free generation for selectors that write text (BRIDGE's rationales): each (demonstrations, item) prompted
+        as the run prompts its test items (chat template, demonstrations as turns); counted."""
         params = self.client.params_for(self.task)
+        prompts = [self.client.render(self.task, demos, item) for demos, item in shown]
         keys = [self.client.generate_key(p, params, 0) for p in prompts]
         self._charge(keys)
-        texts = [g.text for g in self.client.generate(prompts, scope=self.scope, params=params)]
+        texts = [g.text for g in self.client.generate(prompts, scope=self.scope, params=params, rendered=True)]
         self._answered()
         return texts

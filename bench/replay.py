@@ -69,7 +69,7 @@ class TableOracle(RewardOracle):
     def loglik(self, contexts, continuations):
         raise ConfigError(f"{self.scope.method} scores log-likelihoods: a reward table cannot answer them")
 
-    def generate(self, prompts):
+    def generate(self, shown):
         raise ConfigError(f"{self.scope.method} generates text: a reward table cannot answer it")
 
 

@@ -305,13 +305,14 @@ class Runner:
         name = CALLS if self.dist.world == 1 else f"calls.rank{self.dist.rank}.jsonl"
         log = CallLog(self.out / name, rank=self.dist.rank)
         client = LLMClient(self.cfg.llm_backend or make_backend(self.cfg.llm), cache, log, self.cfg.generation,
-                           self.cfg.llm.chat_template)
+                           self.cfg.llm.chat_template, self.cfg.llm.fewshot_as_multiturn)
         cfg = self.cfg
         same_model = cfg.oracle_llm.identity() == cfg.llm.identity()
         if same_model and cfg.oracle_generation == cfg.generation:
             return client, client
         backend = client.backend if same_model else make_backend(cfg.oracle_llm)
-        return client, LLMClient(backend, cache, log, cfg.oracle_generation, cfg.oracle_llm.chat_template)
+        return client, LLMClient(backend, cache, log, cfg.oracle_generation, cfg.oracle_llm.chat_template,
+                                 cfg.oracle_llm.fewshot_as_multiturn)
 
     # ---- the run ------------------------------------------------------------------------------
     def run(self) -> dict:

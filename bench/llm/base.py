@@ -109,6 +109,12 @@ class Backend(ABC):
     def chat_template(self) -> tuple[str, str] | None:
         """(text before, text after) one user message in the model's chat template, the assistant's turn
         opened; None when the model has none. ('', '') means the server applies it (a chat API)."""
+        text = self.chat_messages([{"role": "user", "content": CHAT_SENTINEL}])
+        return None if text is None else tuple(text.split(CHAT_SENTINEL))  # type: ignore[return-value]
+
+    def chat_messages(self, messages: list[dict]) -> str | None:
+        """A conversation in the model's chat template, the assistant's next turn opened (the tokenizer's own
+        BOS left out when it adds one itself); None when the model has no template here."""
         return None
 
     def forget_prefix(self) -> None:
@@ -122,6 +128,9 @@ class Backend(ABC):
 
     def close(self) -> None:
         pass
+
+
+CHAT_SENTINEL = "\x00USER\x00"  # where a prompt goes in a rendered template
 
 
 def common_length(a: Sequence[int], b: Sequence[int]) -> int:

@@ -10,13 +10,29 @@ import time
 from dataclasses import replace
 from typing import Callable, Sequence
 
-from bench.errors import BenchError, LLMError
+from bench.errors import BenchError, ConfigError, LLMError
 from bench.items import Item
-from bench.llm.base import Backend, Generation, GenerationParams, RawGeneration
+from bench.llm.base import CHAT_SENTINEL, Backend, Generation, GenerationParams, RawGeneration
 from bench.llm.cache import CallCache, call_key
 from bench.llm.calllog import CallLog, CallRecord, CallScope
 from bench.llm.registry import chat_wrap
 from bench.reasoning import THINK_OPEN, answer_start
+
+
+def multiturn_messages(task, demos: Sequence[Item]) -> list[dict]:
+    """Demonstrations as alternating chat turns (lm-evaluation-harness's --fewshot_as_multiturn): each one's query
+    part as a user turn and the rest (rationale, answer) as the assistant's; the task's instruction opens the first
+    user turn; the last user turn holds CHAT_SENTINEL, where each item's query goes."""
+    messages: list[dict] = []
+    lead = task.instruction + "\n\n" if task.instruction else ""
+    for demo in demos:
+        shown, asked = task.format_demo(demo), task.format_query(demo)
+        if not shown.startswith(asked):
+            raise ConfigError(f"--fewshot-as-multiturn: task '{task.name}' writes a demonstration that does not start "
+                              "with its query format, so it cannot be split into a user and an assistant turn")
+        messages += [{"role": "user", "content": lead + asked}, {"role": "assistant", "content": shown[len(asked):].strip()}]
+        lead = ""
+    return messages + [{"role": "user", "content": lead + CHAT_SENTINEL}]
 
 
 def row_seed(key: str) -> int:
@@ -26,8 +42,9 @@ def row_seed(key: str) -> int:
 
 class LLMClient:
     def __init__(self, backend: Backend, cache: CallCache | None = None, log: CallLog | None = None,
-                 params: GenerationParams = GenerationParams(), chat_template: str = "off"):
+                 params: GenerationParams = GenerationParams(), chat_template: str = "off", multiturn: bool = False):
         self.backend = backend
+        self.multiturn = multiturn  # demonstrations as chat turns (needs the model's chat template)
         self.cache = cache
         self.log = log or CallLog(None)
         self.params = params
@@ -52,10 +69,25 @@ class LLMClient:
             return gens
         return [replace(g, text=THINK_OPEN + g.text) for g in gens]
 
+    def frame(self, task, demos: Sequence[Item]) -> tuple[str, str]:
+        """(prefix, tail) around each item's query: the shared part of an arm pull (template head, instruction,
+        demonstrations) and the template's end of the user turn. With `multiturn` the demonstrations are chat turns."""
+        if not self.multiturn:
+            head, tail = self.wrap
+            return head + task.prefix(demos), tail
+        if self.chat_template == "off":
+            raise ConfigError("--fewshot-as-multiturn needs the model's chat template (not --chat-template off)")
+        text = self.backend.chat_messages(multiturn_messages(task, demos))
+        if text is None:
+            raise ConfigError(f"--fewshot-as-multiturn: {self.backend.model_id} has no chat template here")
+        prefix, tail = text.split(CHAT_SENTINEL)
+        return prefix, tail
+
     def render(self, task, demos: Sequence[Item], item: Item) -> str:
-        """The prompt the model sees for one item: the paper's prompt, as the user turn of a chat model."""
-        head, tail = self.wrap
-        return head + task.render(demos, item) + tail
+        """The prompt the model sees for one item: the paper's prompt, as the user turn of a chat model (or, with
+        `multiturn`, the demonstrations as turns of their own)."""
+        prefix, tail = self.frame(task, demos)
+        return prefix + task.format_query(item) + tail
 
     # ---- keys ---------------------------------------------------------------------------------
     def params_for(self, task) -> GenerationParams:
@@ -74,8 +106,7 @@ class LLMClient:
     def evaluate_keys(self, task, demos: Sequence[Item], items: Sequence[Item], params: GenerationParams,
                       sample_indices: Sequence[int]) -> tuple[str, list[str], list[str]]:
         """(shared prefix, per-item suffixes, cache keys) of one arm pull."""
-        head, tail = self.wrap  # the template's head joins the shared prefix, its tail each suffix
-        prefix = head + task.prefix(demos)
+        prefix, tail = self.frame(task, demos)  # the template's head joins the shared prefix, its tail each suffix
         suffixes = [task.format_query(it) + tail for it in items]
         keys = [self.generate_key(prefix + s, params, i) for s, i in zip(suffixes, sample_indices)]
         return prefix, suffixes, keys
@@ -85,8 +116,7 @@ class LLMClient:
         """(shared prefix, per-item suffixes, per-item continuations, cache keys) of scoring continuations after
         each item's prompt: the task's label words, or each item's own `words`. A continuation starts with a space
         unless the prompt ends in whitespace (a chat template's assistant turn)."""
-        head, tail = self.wrap
-        prefix = head + task.prefix(demos)
+        prefix, tail = self.frame(task, demos)
         suffixes = [task.format_query(it) + tail for it in items]
         words = [task.choice_words()] * len(items) if words is None else words
         choices = [[w if (prefix + s)[-1:].isspace() else " " + w for w in row] for s, row in zip(suffixes, words)]
@@ -96,9 +126,11 @@ class LLMClient:
 
     # ---- calls --------------------------------------------------------------------------------
     def generate(self, prompts: Sequence[str], *, scope: CallScope, params: GenerationParams | None = None,
-                 sample_indices: Sequence[int] | None = None) -> list[Generation]:
+                 sample_indices: Sequence[int] | None = None, rendered: bool = False) -> list[Generation]:
+        """Free generation; each prompt goes in the chat template's user turn unless it is `rendered` already
+        (`render`: a whole few-shot prompt, its demonstrations perhaps chat turns)."""
         params = params or self.params
-        head, tail = self.wrap
+        head, tail = ("", "") if rendered else self.wrap
         prompts = [head + p + tail for p in prompts]
         indices = list(sample_indices) if sample_indices is not None else [0] * len(prompts)
         keys = [self.generate_key(p, params, i) for p, i in zip(prompts, indices)]

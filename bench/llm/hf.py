@@ -192,18 +192,15 @@ class HFBackend(Backend):
     def warm(self) -> None:
         self._load()
 
-    def chat_template(self) -> tuple[str, str] | None:
+    def chat_messages(self, messages: list[dict]) -> str | None:
         tok = self.tokenizer
         if not tok.chat_template:
             return None
-        sentinel = "\x00USER\x00"
-        text = tok.apply_chat_template([{"role": "user", "content": sentinel}], tokenize=False,
-                                       add_generation_prompt=True)
-        head, tail = text.split(sentinel)
+        text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         # a tokenizer that adds BOS itself would otherwise see it twice (Llama 3's template writes it too)
-        if tok.bos_token and head.startswith(tok.bos_token) and tok("x")["input_ids"][:1] == [tok.bos_token_id]:
-            head = head[len(tok.bos_token):]
-        return head, tail
+        if tok.bos_token and text.startswith(tok.bos_token) and tok("x")["input_ids"][:1] == [tok.bos_token_id]:
+            text = text[len(tok.bos_token):]
+        return text
 
     @property
     def tokenizer(self):

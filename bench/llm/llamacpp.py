@@ -229,7 +229,7 @@ class LlamaCppBackend(Backend):
         return self._receive(self.timeout_s, f"answering a {op} request")["rows"]
 
     # ---- calls ----------------------------------------------------------------------------------
-    def chat_template(self) -> tuple[str, str] | None:
+    def chat_messages(self, messages: list[dict]) -> str | None:
         """The GGUF's own template (tokenizer.chat_template), rendered with Jinja as transformers does, so both
         engines see the same prompts."""
         self.warm()
@@ -239,14 +239,11 @@ class LlamaCppBackend(Backend):
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-        sentinel = "\x00USER\x00"
-        text = env.from_string(info["chat_template"]).render(
-            messages=[{"role": "user", "content": sentinel}], add_generation_prompt=True,
-            bos_token=info["bos_token"], eos_token=info["eos_token"])
-        head, tail = text.split(sentinel)
-        if info["add_bos"] and info["bos_token"] and head.startswith(info["bos_token"]):
-            head = head[len(info["bos_token"]):]  # the tokenizer adds BOS itself
-        return head, tail
+        text = env.from_string(info["chat_template"]).render(messages=messages, add_generation_prompt=True,
+                                                             bos_token=info["bos_token"], eos_token=info["eos_token"])
+        if info["add_bos"] and info["bos_token"] and text.startswith(info["bos_token"]):
+            text = text[len(info["bos_token"]):]  # the tokenizer adds BOS itself
+        return text
 
     def generate_with_prefix(self, prefix: str, suffixes: Sequence[str], params: GenerationParams,
                              seeds: Sequence[int]) -> list[RawGeneration]:

@@ -53,6 +53,7 @@ class LLMSpec:
     timeout_s: float = 120.0
     retries: int = 3
     chat_template: str = "auto"  # auto: the model's template when it has one; on: required; off: raw prompts
+    fewshot_as_multiturn: bool = False  # demonstrations as user/assistant turns of the chat template
     llamacpp_weights: str = "q8_0"  # the llamacpp engine's weights: the GGUF re-encoded as Q8_0, or native
     llamacpp_ctx: int = 32768  # its key/value cells, shared by a pull's parallel rows
 
@@ -60,6 +61,7 @@ class LLMSpec:
         """The fields that decide outputs; batch sizes, memory caps, concurrency and retries do not."""
         return {"name": self.name, "backend": self.backend, "api_base": self.api_base, "api": self.api,
                 "gguf_file": self.gguf_file, "chat_template": self.chat_template,
+                **({"fewshot_as_multiturn": True} if self.fewshot_as_multiturn else {}),
                 **({"llamacpp_weights": self.llamacpp_weights} if self.backend == "llamacpp" else {})}
 
 
@@ -114,6 +116,12 @@ def check_chat_template(spec: LLMSpec) -> None:
     if spec.chat_template == "on" and backend in ("openai", "ollama") and api != "chat":
         raise ConfigError("--chat-template on: the server applies chat templates only on its chat API "
                           "(add --openai-api chat)")
+    if spec.fewshot_as_multiturn and spec.chat_template == "off":
+        raise ConfigError("--fewshot-as-multiturn puts demonstrations in the chat template's turns: not with "
+                          "--chat-template off")
+    if spec.fewshot_as_multiturn and backend in ("openai", "ollama"):
+        raise ConfigError("--fewshot-as-multiturn renders the model's template here, and a server's is not at hand: "
+                          "use --backend hf, llamacpp or an embedded model")
 
 
 def chat_wrap(backend: Backend, mode: str) -> tuple[str, str]:
