@@ -75,33 +75,14 @@ class PairedTTest:
 
 def min_detectable_difference(sd_diff: float, n: int, alpha: float = 0.05, power: float = 0.8) -> float:
     """The smallest true mean difference that a two-sided paired t-test at `alpha` detects with probability
-    `power`, for n pairs whose differences have standard deviation sd_diff (exact: noncentral t). A comparison
-    that is not significant says only that the true difference is probably below this."""
+    `power`, for n pairs whose differences have standard deviation sd_diff (statsmodels' TTestPower: the
+    noncentral t). A comparison that is not significant says only that the true difference is probably below this."""
     if n < 3 or not sd_diff > 0:  # with 1 degree of freedom the noncentral t overflows; no power worth stating
         return math.nan
-    from scipy.optimize import brentq
+    from statsmodels.stats.power import TTestPower
 
-    df, critical = n - 1, stats.t.ppf(1 - alpha / 2, n - 1)
-
-    def power_at(effect: float) -> float:  # effect in units of sd_diff
-        shift = effect * math.sqrt(n)
-        exact = float(stats.nct.sf(critical, df, shift) + stats.nct.cdf(-critical, df, shift))
-        if math.isfinite(exact):
-            return exact
-        # scipy's noncentral t returns NaN for some (df, shift): the same probability integrated over the
-        # chi-square of the t's denominator, T' = (Z + shift) / sqrt(V / df)
-        from scipy.integrate import quad
-
-        def given(v: float) -> float:
-            scale = critical * math.sqrt(v / df)
-            return (stats.norm.sf(scale - shift) + stats.norm.cdf(-scale - shift)) * stats.chi2.pdf(v, df)
-
-        return float(quad(given, 0, math.inf, limit=200)[0])
-
-    upper = (critical + 3.0) / math.sqrt(n)  # widened until it reaches the power (noncentral t is NaN far out)
-    while power_at(upper) < power:
-        upper *= 2
-    return brentq(lambda effect: power_at(effect) - power, 1e-9, upper) * sd_diff
+    effect = TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power, alternative="two-sided")
+    return float(effect) * sd_diff
 
 
 def mcnemar_exact(a: np.ndarray, b: np.ndarray) -> float | None:
@@ -116,12 +97,14 @@ def mcnemar_exact(a: np.ndarray, b: np.ndarray) -> float | None:
 
 
 def holm(pvalues: dict) -> dict:
-    """Holm's step-down adjustment of a family of p-values (NaN entries are left out and stay NaN)."""
-    valid = sorted((p, key) for key, p in pvalues.items() if p is not None and not math.isnan(p))
-    adjusted, running = {key: math.nan for key in pvalues}, 0.0
-    for rank, (p, key) in enumerate(valid):
-        running = max(running, min(1.0, (len(valid) - rank) * p))
-        adjusted[key] = running
+    """Holm's step-down adjustment of a family of p-values (statsmodels' multipletests; NaN entries are left out
+    and stay NaN)."""
+    from statsmodels.stats.multitest import multipletests
+
+    valid = [key for key, p in pvalues.items() if p is not None and not math.isnan(p)]
+    adjusted = {key: math.nan for key in pvalues}
+    if valid:
+        adjusted.update(zip(valid, map(float, multipletests([pvalues[k] for k in valid], method="holm")[1])))
     return adjusted
 
 
