@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-extras="embedded,test"
+extras="embedded,test,docs"
 for arg in "$@"; do
   case "$arg" in
     --with-llamacpp) extras="$extras,llamacpp" ;;

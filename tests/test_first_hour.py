@@ -529,7 +529,7 @@ def run_setup(project: Path, *args: str):
                           timeout=60)
 
 
-@pytest.mark.parametrize("args, extras", [((), "embedded,test"), (("--with-llamacpp",), "embedded,test,llamacpp")])
+@pytest.mark.parametrize("args, extras", [((), "embedded,test,docs"), (("--with-llamacpp",), "embedded,test,docs,llamacpp")])
 def test_setup_installs_llama_cpp_only_when_asked(tmp_path, args, extras):
     project = setup_project(tmp_path)
     proc = run_setup(project, *args)
