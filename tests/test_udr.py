@@ -356,3 +356,41 @@ def test_udr_on_dearicl_data_names_its_loss_on_the_ltr_entry_only(monkeypatch):
     assert selector.trace() == [{"round": 1, "loss": 0.5}]  # no LTR entry (a failed fit): nothing renamed
     monkeypatch.setattr(LTRSelector, "trace", lambda self: [])
     assert selector.trace() == []
+
+
+def test_udr_on_dearicl_data_trains_on_the_log_s_mean_rewards_of_arms_with_outputs(monkeypatch):
+    """The DEARICL log's (arm, validation query) mean rewards become one list a query with >= 2 arms seen; arms are
+    embedded with their demonstrations' gold outputs; the count of arms ever pulled and the failure say so."""
+    from types import SimpleNamespace
+
+    import methods.udr as udr_mod
+    from methods.udr import UDROnDearIclData
+
+    pool = toy_items(6)
+    validation = toy_items(3, start=100, split="validation")
+    members = {0: pool[0:2], 1: pool[2:4], 2: pool[4:6], 3: pool[1:3]}
+    sums = np.array([[0.5, 1.0, 0.0], [0.9, 0.0, 0.0], [0.0, 0.0, 0.0], [0.2, 3.0, 0.0]])
+    counts = np.array([[1, 2, 0], [1, 0, 0], [0, 0, 0], [1, 3, 1]])  # arm 2 never pulled; query 2 saw one arm
+    selector = UDROnDearIclData(k=2)
+    monkeypatch.setattr(selector, "fit_neural", lambda ctx: SimpleNamespace(seen=[0, 1, 3]))
+    monkeypatch.setattr(selector, "demos_of", lambda arm: members[arm])
+    selector.surrogate_ = SimpleNamespace(reward_sum=sums, reward_count=counts)
+    trained = {}
+    monkeypatch.setattr(selector.training, "train",
+                        lambda model, lists, seed: trained.setdefault("lists", lists) and (None, None, [1.0]))
+    monkeypatch.setattr(udr_mod, "embed_candidates", lambda model, texts: torch.zeros(len(texts), 4))
+    ctx = SimpleNamespace(validation=validation, seed=0, encoder=SimpleNamespace(trainable_copy=lambda: None))
+    selector.fit(ctx)
+    lists = trained["lists"]
+    assert [(s.query_text, s.keys) for s in lists] == [(item_text(validation[0]), [1, 0, 3]),
+                                                       (item_text(validation[1]), [3, 0])]  # best first
+    np.testing.assert_allclose(lists[0].scores, [0.9, 0.5, 0.2])
+    np.testing.assert_allclose(lists[1].scores, [1.0, 0.5])
+    assert lists[0].texts[0] == tuple(item_text(d, with_output=True) for d in members[1])
+    assert all("We count" in text for text in lists[0].texts[0])  # the gold output is in the arm's text
+    assert selector.training_arms_ == 3
+    assert any("trained on 2 of 3 validation lists" in w for w in selector.fit_warnings)
+    selector.surrogate_ = SimpleNamespace(reward_sum=sums, reward_count=np.array([[1, 0, 0]] + [[0, 0, 0]] * 3))
+    with pytest.raises(FitFailed, match=r"no training data: 1 arm\(s\) in the DEARICL run's log, and a list needs "
+                                        r"two; raise --llm-budget"):
+        selector.fit(ctx)
