@@ -319,14 +319,15 @@ def cmd_run(argv: list[str]) -> int:
     if bare:  # a bare run is a question, not an hour of work: show the demo's plan
         config.methods = list(DEMO_METHODS)
     if args.dry_run or bare:
-        from bench.plan import DEFAULT_DECODE_TPS, DEFAULT_PREFILL_TPS, plan, render_plan
+        from bench.plan import DEFAULT_DECODE_TPS, DEFAULT_PREFILL_TPS, plan, render_plan, token_counter
 
         decode = args.tokens_per_second or DEFAULT_DECODE_TPS
         prefill = args.prefill_tokens_per_second or DEFAULT_PREFILL_TPS
         if decode <= 0 or prefill <= 0:
             raise ConfigError("--tokens-per-second and --prefill-tokens-per-second must be > 0")
         # the same checks as the run itself (names, data, k <= pool, --out), then the plan
-        print(render_plan(plan(Runner(config)), config.llm.name, prefill, decode))
+        count, counted = token_counter(config.llm)
+        print(render_plan(plan(Runner(config), count), config.llm.name, prefill, decode, counted))
         if bare:
             print(f"\nNothing was run: pass --methods (e.g. --methods {','.join(DEMO_METHODS)}, or all) to run "
                   "this plan.")

@@ -1,15 +1,17 @@
 """`--dry-run`: what a run will cost, from the validated configuration alone (no model is loaded).
 
 Per method x task: LLM calls (inference: one per test item, exact; selection: the selector's own bound,
-capped by --llm-budget, or 'unbounded'), prompt and completion tokens (prompt tokens ~ characters / 4 of the
-rendered prompts, no tokenizer loaded; completions between the gold answers' length and --max-new-tokens, or the
-task's own cap; none for ranked labels) and a
+capped by --llm-budget, or 'unbounded'), prompt and completion tokens (the rendered prompts counted with the model's
+tokenizer where one is at hand without loading the model: an embedded model's tokenizer converted by an earlier run,
+an hf model's in the local cache; otherwise characters / 4, and the plan says which; completions between the gold
+answers' length and --max-new-tokens, or the task's own cap; none for ranked labels) and a
 time estimate from prefill and decode rates. Cache hits, which make reruns and shared pulls free, are ignored:
 every number is an estimate of the first run, and the selection and token columns are upper bounds where marked.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from tabulate import tabulate
 
@@ -43,16 +45,45 @@ class PlanRow:
         return calls * (self.prompt_tokens / prefill_tps + tokens / decode_tps)
 
 
-def task_token_profile(task, splits, k: int, limit: int = 50) -> tuple[int, int]:
+def characters_over_4(text: str) -> int:
+    return int(len(text) / CHARS_PER_TOKEN) + 1
+
+
+def token_counter(spec) -> tuple[Callable[[str], int], str]:
+    """(count, what counts): the model's tokenizer if it is at hand without loading the model (an embedded model's,
+    converted by an earlier run; an hf model's in the local cache), else characters / 4."""
+    from bench.llm.registry import resolve
+
+    try:
+        backend, model = resolve(spec)
+        if backend == "embedded":
+            from bench.llm.embedded import cache_root
+
+            found = sorted(cache_root().glob(f"{model}-*/tokenizer_config.json"), key=lambda p: p.stat().st_mtime)
+            source = str(found[-1].parent) if found else None
+        else:
+            source = model if backend == "hf" else None
+        if source is None:
+            return characters_over_4, "characters / 4 (no tokenizer at hand)"
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(source, local_files_only=True)
+    except Exception:  # noqa: BLE001 - any failure to find a tokenizer offline means the estimate
+        return characters_over_4, "characters / 4 (no tokenizer at hand)"
+    return (lambda text: len(tok(text)["input_ids"])), f"counted with {spec.name}'s tokenizer"
+
+
+def task_token_profile(task, splits, k: int, limit: int = 50,
+                       count: Callable[[str], int] = characters_over_4) -> tuple[int, int]:
     """(mean prompt tokens with k demonstrations, mean gold-answer tokens) over up to `limit` test items."""
     items = splits.test[:limit] or splits.validation[:limit]
     demos = splits.pool[:k]
-    prompt = sum(len(task.render(demos, item)) for item in items) / max(len(items), 1)
-    answer = sum(len(item.gold_output) for item in items) / max(len(items), 1)  # worked solutions
-    return int(prompt / CHARS_PER_TOKEN) + 1, int(answer / CHARS_PER_TOKEN) + 1
+    prompt = sum(count(task.render(demos, item)) for item in items) / max(len(items), 1)
+    answer = sum(count(item.gold_output) for item in items) / max(len(items), 1)  # worked solutions
+    return round(prompt), round(answer)
 
 
-def plan(runner) -> list[PlanRow]:
+def plan(runner, count: Callable[[str], int] = characters_over_4) -> list[PlanRow]:
     cfg = runner.cfg
     rows = []
     for task in runner.tasks:
@@ -65,7 +96,7 @@ def plan(runner) -> list[PlanRow]:
             selector = runner._selector(method)
             k = selector.demos_per_prompt()
             if k not in profiles:
-                profiles[k] = task_token_profile(task, splits, k)
+                profiles[k] = task_token_profile(task, splits, k, count=count)
             prompt, answer = profiles[k]
             n_val, n_test = len(splits.validation), len(splits.test)
             bound = selector.capped_call_bound(n_val, n_test, cfg.budget_for(method))
@@ -94,7 +125,8 @@ def _span(low: float | None, high: float | None) -> str:
     return _duration(high) if _duration(low) == _duration(high) else f"{_duration(low)}–{_duration(high)}"
 
 
-def render_plan(rows: list[PlanRow], llm: str, prefill_tps: float, decode_tps: float) -> str:
+def render_plan(rows: list[PlanRow], llm: str, prefill_tps: float, decode_tps: float,
+                counted: str = "characters / 4 (no tokenizer at hand)") -> str:
     body = []
     for r in rows:
         calls = r.calls_high
@@ -110,7 +142,8 @@ def render_plan(rows: list[PlanRow], llm: str, prefill_tps: float, decode_tps: f
     lines = [f"Plan for {llm} (dry run: nothing loaded, nothing written). Estimates of a first run, cache hits "
              f"ignored. Time at {prefill_tps:g} prefill and {decode_tps:g} decode tokens/s (the defaults are "
              "Gemma 3 270M on 2 CPU cores: pass --tokens-per-second and --prefill-tokens-per-second for your "
-             "model and hardware), from completions as long as the gold solutions to --max-new-tokens.", "",
+             "model and hardware), from completions as long as the gold solutions to --max-new-tokens. "
+             f"Tokens: {counted}.", "",
              tabulate(body, headers=["method", "task", "selection calls", "inference calls", "prompt tokens",
                                      "completion tokens", "time"], tablefmt="github", disable_numparse=True), "",
              f"total (bounded rows): {sum(r.calls_high for r in bounded):,} LLM calls, {_span(low, total)}"]

@@ -329,3 +329,34 @@ def test_bootstrap_interval_does_not_depend_on_record_order():
 
     values = np.random.default_rng(1).random(30)
     assert bootstrap_ci(values) == bootstrap_ci(values[::-1]) == bootstrap_ci(np.random.default_rng(2).permutation(values))
+
+
+def test_dry_run_counts_prompt_tokens_with_a_tokenizer_at_hand_and_says_which(monkeypatch, tmp_path):
+    """--dry-run counts tokens with the model's tokenizer when one is on disk (no model loaded), else estimates
+    characters / 4, and the plan says which."""
+    import bench.llm.embedded as embedded
+    from bench.llm.registry import LLMSpec
+    from bench.plan import characters_over_4, task_token_profile, token_counter
+    from bench.tasks import make_task
+
+    monkeypatch.setattr(embedded, "cache_root", lambda: tmp_path)  # nothing converted yet
+    count, counted = token_counter(LLMSpec("gemma3-270m"))
+    assert count is characters_over_4 and counted == "characters / 4 (no tokenizer at hand)"
+    count, counted = token_counter(LLMSpec("some/model", backend="openai"))
+    assert count is characters_over_4
+    from bench.encoder import local_encoder_path
+    from transformers import AutoTokenizer
+
+    converted = tmp_path / "gemma3-270m-0123456789ab"  # what an earlier run's conversion leaves, tokenizer included
+    AutoTokenizer.from_pretrained(local_encoder_path()).save_pretrained(converted)  # a stand-in tokenizer
+    count, counted = token_counter(LLMSpec("gemma3-270m"))
+    reference = AutoTokenizer.from_pretrained(converted)
+    assert counted == "counted with gemma3-270m's tokenizer"
+    assert count("Hello there, tokenizer") == len(reference("Hello there, tokenizer")["input_ids"]) != characters_over_4(
+        "Hello there, tokenizer")
+    task = make_task("rules").configure()
+    splits = task.load_splits(None, n_test=4, n_val=2, pool_size=20, seed=0)
+    words = lambda text: len(text.split())  # noqa: E731  (a stand-in tokenizer)
+    prompt, answer = task_token_profile(task, splits, 3, count=words)
+    expected = sum(words(task.render(splits.pool[:3], it)) for it in splits.test) / len(splits.test)
+    assert prompt == round(expected) and answer == round(sum(words(it.gold_output) for it in splits.test) / 4)
