@@ -31,7 +31,7 @@ def test_bm25_ranks_by_rank_bm25_scores_over_inputs_and_puts_the_best_match_last
     assert chosen == [pool[i].id for i in best[::-1]] and chosen[-1] == "t/pool:2"  # "pears" and "apples" both
 
 
-def test_greedy_map_is_the_greedy_log_det_maximiser():
+def test_dpp_greedy_map_is_the_greedy_log_det_maximiser():
     rng = np.random.default_rng(0)
     for n, k in ((12, 3), (30, 6)):
         x = rng.normal(size=(n, 5))
