@@ -1,37 +1,10 @@
 """`bench.evaluate`: a run from Python, the analogue of lm-evaluation-harness's `simple_evaluate`."""
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
 from bench.errors import ConfigError
-
-
-def _as_argv(options: dict, parser: argparse.ArgumentParser) -> list[str]:
-    """Python values -> the run command's flags, so that the CLI's parsing and checks apply unchanged."""
-    actions = {a.dest: a for a in parser._actions if a.option_strings and a.dest != "help"}
-    unknown = sorted(set(options) - set(actions))
-    if unknown:
-        raise ConfigError(f"bench.evaluate: unknown option(s) {', '.join(unknown)}; options: "
-                          f"{', '.join(sorted(actions))}")
-    argv: list[str] = []
-    for name, value in options.items():
-        flag = actions[name].option_strings[-1]
-        if isinstance(actions[name], argparse._StoreTrueAction):
-            argv += [flag] if value else []
-        elif value is None:
-            continue
-        elif name == "param":  # ["mmr.lam=0.7", ...] or {"mmr": {"lam": 0.7}}
-            items = value.items() if isinstance(value, dict) else None
-            pairs = [f"{m}.{k}={v}" for m, kv in items for k, v in kv.items()] if items else list(value)
-            for pair in pairs:
-                argv += [flag, str(pair)]
-        elif isinstance(value, (list, tuple)):
-            argv += [flag, ",".join(map(str, value))]
-        else:
-            argv += [flag, str(value)]
-    return argv
 
 
 def evaluate(methods, tasks=None, llm="gemma3-270m", **options) -> dict:
@@ -44,7 +17,7 @@ def evaluate(methods, tasks=None, llm="gemma3-270m", **options) -> dict:
     options: the run command's long options in snake_case (n_test, k, max_new_tokens, data_dir, out, param,
     temperature, llm_budget, ...). Without `out` the run happens in a temporary folder that is removed after.
     """
-    from bench.cli import run_config, run_parser
+    from bench.cli import method_params_of, option_values, run_config, run_parser
     from bench.distributed import init
     from bench.llm.registry import ALIASES
     from bench.runner import Runner
@@ -71,17 +44,16 @@ def evaluate(methods, tasks=None, llm="gemma3-270m", **options) -> dict:
     options = {**options, "methods": names, "llm": llm}
     if tasks is not None:
         options["tasks"] = [tasks] if isinstance(tasks, str) else list(tasks)
-    parser = run_parser()
-    parser.exit_on_error = False
-    try:
-        args = parser.parse_args(_as_argv(options, parser))  # method names are checked by the Runner
-    except argparse.ArgumentError as exc:
-        raise ConfigError(f"bench.evaluate: {exc}") from None
     shown = ", ".join(f"{k}={v!r}" for k, v in options.items() if k not in ("methods", "llm"))
     command = f"bench.evaluate(methods={names!r}, llm={llm!r}{', ' + shown if shown else ''})"
+    # the run command's parser, its types and checks, from keyword arguments: no command line in between
+    params = method_params_of(options.pop("param", None), "bench.evaluate")
+    parser = run_parser()
+    parser.set_defaults(**option_values(parser, options, "bench.evaluate"))
+    args = parser.parse_args([])  # method names are checked by the Runner
     with tempfile.TemporaryDirectory(prefix="bench-evaluate-") as scratch:
         if args.out is None:
             args.out = Path(scratch) / "run"
-        config = run_config(args, command=command)
+        config = run_config(args, params, command=command)
         config.selectors, config.llm_backend = instances, backend_object
         return Runner(config, init()).run()

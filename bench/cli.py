@@ -193,6 +193,49 @@ def run_parser() -> argparse.ArgumentParser:
     return p
 
 
+def option_values(parser: argparse.ArgumentParser, data: dict, where: str) -> dict:
+    """Run options given as a mapping (a --config file, bench.evaluate's keyword arguments) -> the parser's
+    destinations, converted and checked by the same argparse types and choices as the command line: one path for
+    the CLI, the config file and the Python API. Keys are the long options (`n_test` or `n-test`)."""
+    actions = {a.dest: a for a in parser._actions if a.option_strings and a.dest not in ("help", "config", "param")}
+    values = {}
+    for key, value in data.items():
+        dest = str(key).replace("-", "_")
+        action = actions.get(dest)
+        if action is None:
+            raise ConfigError(f"{where}: unknown option '{key}'; options: {', '.join(sorted(actions))}")
+        if isinstance(action, argparse._StoreTrueAction):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: '{key}' takes true or false, got {value!r}")
+        elif isinstance(value, (list, tuple)):
+            value = action.type(",".join(map(str, value))) if action.type is _csv else list(value)
+        elif value is not None and action.type is not None:
+            try:
+                value = action.type(str(value))
+            except (argparse.ArgumentTypeError, ValueError) as exc:
+                raise ConfigError(f"{where}: bad value for '{key}': {exc}") from None
+        if action.choices is not None and value is not None and value not in action.choices:
+            raise ConfigError(f"{where}: '{key}' must be one of {', '.join(map(str, action.choices))}")
+        values[dest] = value
+    return values
+
+
+def method_params_of(params, where: str) -> dict[str, dict]:
+    """Selector parameters as {METHOD (or '*'): {NAME: VALUE}}, from that mapping or from METHOD.NAME=VALUE strings."""
+    if isinstance(params, dict):
+        if not all(isinstance(v, dict) for v in params.values()):
+            raise ConfigError(f"{where}: params must map a method name (or '*') to {{name: value}}")
+        return {str(method): dict(values) for method, values in params.items()}
+    out: dict[str, dict] = {}
+    for pair in params or []:
+        try:
+            method, name, value = _param(str(pair))
+        except argparse.ArgumentTypeError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        out.setdefault(method, {})[name] = value
+    return out
+
+
 def config_defaults(parser: argparse.ArgumentParser, path: Path) -> dict[str, dict]:
     """Set the parser's defaults from a YAML run config; returns its per-method `params`.
 
@@ -202,31 +245,9 @@ def config_defaults(parser: argparse.ArgumentParser, path: Path) -> dict[str, di
     from bench.yamlfile import read_mapping
 
     data = read_mapping(path, "--config")
-    params = data.pop("params", None) or {}
-    if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
-        raise ConfigError(f"--config {path}: 'params' must map a method name (or '*') to {{name: value}}")
-    actions = {a.dest: a for a in parser._actions if a.option_strings and a.dest not in ("help", "config", "param")}
-    defaults = {}
-    for key, value in data.items():
-        dest = str(key).replace("-", "_")
-        action = actions.get(dest)
-        if action is None:
-            raise ConfigError(f"--config {path}: unknown option '{key}'; options: {', '.join(sorted(actions))}")
-        if isinstance(action, argparse._StoreTrueAction):
-            if not isinstance(value, bool):
-                raise ConfigError(f"--config {path}: '{key}' takes true or false, got {value!r}")
-        elif isinstance(value, list):
-            value = action.type(",".join(map(str, value))) if action.type is _csv else list(value)
-        elif value is not None and action.type is not None:
-            try:
-                value = action.type(str(value))
-            except (argparse.ArgumentTypeError, ValueError) as exc:
-                raise ConfigError(f"--config {path}: bad value for '{key}': {exc}") from None
-        if action.choices is not None and value is not None and value not in action.choices:
-            raise ConfigError(f"--config {path}: '{key}' must be one of {', '.join(map(str, action.choices))}")
-        defaults[dest] = value
-    parser.set_defaults(**defaults)
-    return {str(method): dict(values) for method, values in params.items()}
+    params = method_params_of(data.pop("params", None) or {}, f"--config {path}")
+    parser.set_defaults(**option_values(parser, data, f"--config {path}"))
+    return params
 
 
 def resolved_options(args: argparse.Namespace, method_params: dict) -> dict:

@@ -239,7 +239,7 @@ def test_evaluate_takes_a_backend_object_and_leaves_nothing_behind(tmp_path, dat
     assert list(tmp_path.iterdir()) == []  # no out: a temporary folder, removed
     kept = bench.evaluate(["zero-shot"], "gsm8k", backend, n_test=2, data_dir=data_dir, out=tmp_path / "kept")
     assert (tmp_path / "kept" / "results.json").exists() and kept["runs"][0]["method"] == "zero-shot"
-    with pytest.raises(ConfigError, match="unknown option\\(s\\) n_tests"):
+    with pytest.raises(ConfigError, match="bench.evaluate: unknown option .n_tests."):
         bench.evaluate(["zero-shot"], "gsm8k", backend, n_tests=2)
     with pytest.raises(ConfigError, match="unknown task 'nope'"):
         bench.evaluate(["zero-shot"], "nope", backend, data_dir=data_dir)
@@ -360,3 +360,36 @@ def test_dry_run_counts_prompt_tokens_with_a_tokenizer_at_hand_and_says_which(mo
     prompt, answer = task_token_profile(task, splits, 3, count=words)
     expected = sum(words(task.render(splits.pool[:3], it)) for it in splits.test) / len(splits.test)
     assert prompt == round(expected) and answer == round(sum(words(it.gold_output) for it in splits.test) / 4)
+
+
+def test_the_cli_the_config_file_and_evaluate_build_one_configuration(tmp_path, data_dir):
+    """The same options through the command line, a --config file and bench.evaluate's keyword arguments resolve to
+    the same run configuration, converted and checked by one path (the run parser's types and choices)."""
+    from bench.cli import config_defaults, method_params_of, option_values, run_config, run_parser
+    from bench.errors import ConfigError
+
+    out, data = str(tmp_path / "run"), str(data_dir)
+    argv = ["--methods", "knn,mmr", "--tasks", "sst2", "--n-test", "5", "--temperature", "0.25", "--param",
+            "mmr.lam=0.5", "--fewshot-as-multiturn", "--out", out, "--data-dir", data]
+    cli = run_config(run_parser().parse_args(argv))
+    config = tmp_path / "run.yaml"
+    config.write_text(f"methods: [knn, mmr]\ntasks: sst2\nn-test: 5\ntemperature: 0.25\nfewshot_as_multiturn: true\n"
+                      f"out: {out}\ndata_dir: {data}\nparams:\n  mmr: {{lam: 0.5}}\n")
+    parser = run_parser()
+    file_params = config_defaults(parser, config)  # the file's values become the parser's defaults
+    from_file = run_config(parser.parse_args([]), file_params)
+    parser = run_parser()
+    kwargs = {"methods": ["knn", "mmr"], "tasks": "sst2", "n_test": 5, "temperature": 0.25,
+              "fewshot_as_multiturn": True, "out": out, "data_dir": data}
+    parser.set_defaults(**option_values(parser, kwargs, "bench.evaluate"))
+    from_api = run_config(parser.parse_args([]), method_params_of(["mmr.lam=0.5"], "bench.evaluate"))
+    assert cli.options == from_file.options == from_api.options
+    assert cli.llm == from_file.llm == from_api.llm and cli.llm.fewshot_as_multiturn
+    assert cli.method_params == from_api.method_params == {"mmr": {"lam": 0.5}}
+    parser = run_parser()
+    with pytest.raises(ConfigError, match=r"^bench.evaluate: bad value for 'temperature'"):
+        option_values(parser, {"temperature": "hot"}, "bench.evaluate")
+    with pytest.raises(ConfigError, match=r"^bench.evaluate: 'chat_template' must be one of auto, on, off$"):
+        option_values(parser, {"chat_template": "sometimes"}, "bench.evaluate")
+    with pytest.raises(ConfigError, match=r"^bench.evaluate: --param wants METHOD.NAME=VALUE"):
+        method_params_of(["lam=0.5"], "bench.evaluate")
