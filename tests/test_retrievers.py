@@ -134,3 +134,13 @@ def test_votek_covers_every_cluster_before_a_second_pick_from_one():
         assert [cluster[pool.index(d)] for d in selector.select(pool[0])] == [c]  # the query decides
     with pytest.raises(ConfigError, match="annotation_budget"):
         VoteK(k=5, annotation_budget=4)
+
+
+def test_bm25_fills_ties_in_pool_order():
+    """Items no query word matches all score 0: the picks after the matches are the first of them in pool order (a
+    stable sort), so a run's demonstrations do not depend on the sort's handling of ties."""
+    pool = items([f"token{i} alone" for i in range(60)])
+    selector = BM25(k=4)
+    selector.pool_, selector.index_ = pool, BM25Okapi([bm25_tokens(it.question) for it in pool])
+    chosen = [d.id for d in selector.select(items(["what about token37?"], "test")[0])]
+    assert chosen == ["t/pool:2", "t/pool:1", "t/pool:0", "t/pool:37"]
