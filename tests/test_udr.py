@@ -287,7 +287,8 @@ def test_budget_trains_on_what_was_scored_and_says_so(encoder):
 
 def test_no_scored_list_is_a_failed_fit_not_knn(encoder):
     ctx, backend = make_ctx(encoder, toy_items(12), budget=3)  # fewer than one query's candidates
-    with pytest.raises(FitFailed, match="untuned encoder"):
+    with pytest.raises(FitFailed, match=r"^udr: no training query was scored by the LM before --llm-budget ended, so "
+                                        r"the retriever would be the untuned encoder \(KNN\); raise the budget$"):
         UDR(k=3, n_train_queries=2, n_candidates=4).fit(ctx)
     assert backend.prompts == []
 
@@ -394,3 +395,28 @@ def test_udr_on_dearicl_data_trains_on_the_log_s_mean_rewards_of_arms_with_outpu
     with pytest.raises(FitFailed, match=r"no training data: 1 arm\(s\) in the DEARICL run's log, and a list needs "
                                         r"two; raise --llm-budget"):
         selector.fit(ctx)
+
+
+def test_a_pool_under_three_items_is_a_config_error(encoder):
+    ctx, backend = make_ctx(encoder, toy_items(2), k=1)
+    with pytest.raises(ConfigError, match=r"^udr needs a pool of at least 3 items, got 2$"):
+        UDR(k=1).fit(ctx)
+    assert backend.prompts == []
+
+
+def test_a_query_with_two_scored_candidates_is_a_training_list():
+    """Two scored candidates make one pair to learn from: the list is kept, best first; one alone is not."""
+    pool = toy_items(4)
+    selector = UDR(k=2)
+    selector.candidates_of_ = {"q1": pool[:2], "q2": pool[2:4]}
+    selector.lm_scores_ = {("q1", pool[0].id): -2.0, ("q1", pool[1].id): -1.0, ("q2", pool[2].id): -1.5}
+    queries = [Item("q1", "first?", "1", "one"), Item("q2", "second?", "2", "two")]
+    (only,) = selector.scored_lists(queries)
+    assert only.keys == [pool[1].id, pool[0].id] and only.scores.tolist() == [-1.0, -2.0]
+
+
+def test_udr_on_dearicl_data_keeps_its_parameters():
+    """Defaults as published (the trainer's, read at run time, not the signature) and a `candidates` given."""
+    selector = create("udr@dearicl-data", {})
+    assert (selector.training.rank_loss_factor, selector.training.scale, selector.training.top_k) == (4.0, 20.0, 5)
+    assert selector.candidates == "dearicl" and create("udr@dearicl-data", {"candidates": "all"}).candidates == "all"
