@@ -200,6 +200,9 @@ def test_remining_scores_only_new_pairs_and_merges_the_lists(encoder):
     assert 3 * 3 < ctx.oracle.calls <= 3 * 3 * 2  # the tuned retriever found candidates BM25 had not
     assert all(len(c) >= 3 for c in selector.candidates_of_.values())  # merged: BM25's plus the mined ones
     assert selector.trace()[0]["rounds"] == 2 and len(selector.round_losses_) == 2
+    # retrieval searches the pool embedded as candidates are: the tuned candidate encoder, outputs included
+    np.testing.assert_allclose(selector.pool_emb_, encode_texts(
+        selector.c_model_, [item_text(it, with_output=True) for it in ctx.pool]), rtol=0, atol=1e-5)
 
 
 # ---- training ----------------------------------------------------------------------------------------
