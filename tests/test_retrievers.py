@@ -144,3 +144,38 @@ def test_bm25_fills_ties_in_pool_order():
     selector.pool_, selector.index_ = pool, BM25Okapi([bm25_tokens(it.question) for it in pool])
     chosen = [d.id for d in selector.select(items(["what about token37?"], "test")[0])]
     assert chosen == ["t/pool:2", "t/pool:1", "t/pool:0", "t/pool:37"]
+
+
+def test_dpp_greedy_map_does_not_depend_on_the_kernel_s_scale():
+    """det(c L_S) = c^|S| det(L_S): every subset of one size scales alike, so the greedy MAP is the same for a kernel
+    whose entries are all below 1 (as OpenICL's are, relevance at most 1)."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(20, 6))
+    kernel = x @ x.T + 0.05 * np.eye(20)
+    assert greedy_map(1e-3 * kernel, 5) == greedy_map(kernel, 5) == greedy_map(1e3 * kernel, 5)
+
+
+def test_dpp_fills_a_rank_deficient_kernel_with_the_most_relevant_others_in_relevance_order():
+    """Three copies of the most relevant item: once one is taken the others add no volume, so the greedy MAP stops
+    at four members and the fifth is the most relevant item left (a copy); ties in relevance keep candidate order,
+    the earlier candidate nearer the query."""
+    basis = np.eye(4)
+    emb = np.array([basis[0], basis[0], basis[0], basis[1], basis[2], basis[3]])
+    query = basis[0] + 0.5 * basis[1] + 0.3 * basis[2] + 0.1 * basis[3]
+    query /= np.linalg.norm(query)
+    sims = emb @ query
+    assert len(greedy_map(dpp_kernel(sims, emb, 0.1)[1], 5)) == 4
+    pool = items([f"q{i}" for i in range(6)])
+    selector = DPP(k=5, candidates=6)
+    selector.pool_, selector.pool_emb_ = pool, emb
+    selector.query_similarities = lambda q: sims
+    assert [d.id for d in selector.select(pool[0])] == [pool[i].id for i in (5, 4, 3, 1, 0)]
+
+
+def test_dpp_parameters():
+    assert (DPP().k, DPP().candidates, DPP().scale_factor) == (5, 100, 0.1)
+    assert DPP(k=5, candidates=5).candidates == 5  # as many candidates as demonstrations: the k nearest
+    with pytest.raises(ConfigError, match=r"^dpp: scale_factor must be > 0, got 0$"):
+        DPP(scale_factor=0)
+    with pytest.raises(ConfigError, match=r"^dpp: candidates \(3\) must be at least k \(5\)$"):
+        DPP(k=5, candidates=3)
