@@ -34,13 +34,16 @@ def by_family(paths: list[Path]) -> tuple[dict[str, list[dict]], dict[str, dict]
 
 
 def family_table(rows: list[dict]) -> str:
-    body = [[r["method"], r["runs"], _pm(r["mean_pulls"], r["pulls_se"], 1),
+    calls = any(r.get("mean_calls") is not None for r in rows)  # recorded tables: the LLM calls a pull would cost
+    body = [[r["method"], r["runs"], _pm(r["mean_pulls"], r["pulls_se"], 1)]
+            + ([_pm(r.get("mean_calls"), r.get("calls_se"), 0)] if calls else []) + [
              _pm(r["eps_error_rate"], r["eps_error_rate_se"], 2)
              + (f" (95% bound {r['eps_error_ucb95']:.3f})" if r.get("eps_error_ucb95") is not None else ""),
              _pm(r["error_rate"], r.get("error_rate_se"), 2),
              _pm(r["mean_simple_regret"], r["simple_regret_se"], 3), _pm(r["coverage"], r.get("coverage_se"), 3),
              ", ".join(f"{k} {v}" for k, v in r["stopped_by"].items())] for r in rows]
-    return tabulate(body, headers=("method",) + COLUMNS, tablefmt="github")
+    headers = ("method", "runs", "pulls") + (("LLM calls",) if calls else ()) + COLUMNS[2:]
+    return tabulate(body, headers=headers, tablefmt="github")
 
 
 def study_markdown(results: dict[str, list[dict]], envs: dict[str, dict]) -> str:
@@ -60,7 +63,8 @@ def study_markdown(results: dict[str, list[dict]], envs: dict[str, dict]) -> str
                   + ("" if env.get("recorded") else f"noise = {env['noise']}, ")
                   + f"arms = {env.get('n_arms')}, validation queries = {env.get('validation_pool') or env.get('n_val')}, "
                   f"seed = {env['seed']}" + (f", protocol = {env['protocol']}" if env.get("protocol") else "")
-                  + (f", confidence sequence (lucb, dearicl-pac) = {env['cs']}" if env.get("cs") else ""), "",
+                  + (", the without-replacement sequences (wor) for the pool mean" if env.get("protocol") == "population"
+                     else f", confidence sequence (lucb, dearicl-pac) = {env['cs']}" if env.get("cs") else ""), "",
                   family_table(rows), ""]
     return "\n".join(lines)
 
