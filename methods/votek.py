@@ -76,7 +76,8 @@ class VoteK(KNN):
 
     def fit(self, ctx: FitContext) -> "VoteK":
         super().fit(ctx)
-        voters, order = vote_graph(self.pool_emb_, min(self.neighbours, len(self.pool_) - 1))
+        self.neighbours_ = min(self.neighbours, len(self.pool_) - 1)  # a small pool: everyone votes for everyone
+        voters, order = vote_graph(self.pool_emb_, self.neighbours_)
         self.annotated_ = fast_votek(voters, order, self.annotation_budget)
         if len(self.annotated_) < self.k:
             raise ConfigError(f"votek: only {len(self.annotated_)} pool items were voted for, fewer than k ({self.k})")
@@ -88,4 +89,4 @@ class VoteK(KNN):
         return [self.pool_[self.annotated_[i]] for i in top[::-1]]
 
     def scale(self) -> dict:
-        return {"annotated": len(getattr(self, "annotated_", [])), "neighbours": self.neighbours}
+        return {"annotated": len(getattr(self, "annotated_", [])), "neighbours": getattr(self, "neighbours_", self.neighbours)}

@@ -11,6 +11,7 @@ from bench.errors import ConfigError
 from bench.items import Item
 from methods.bm25 import BM25, bm25_tokens
 from methods.dpp import DPP, dpp_kernel, greedy_map
+from methods.base import FitContext
 from methods.votek import VoteK, fast_votek, vote_graph
 
 
@@ -179,3 +180,45 @@ def test_dpp_parameters():
         DPP(scale_factor=0)
     with pytest.raises(ConfigError, match=r"^dpp: candidates \(3\) must be at least k \(5\)$"):
         DPP(k=5, candidates=3)
+
+
+def test_fast_votek_discounts_a_voter_by_ten_per_selected_item_it_voted_for():
+    """After item 0 is selected, item 1's 21 voters (all item 0's) weigh 10^-1 each, 2.1 in all, against item 2's
+    two fresh voters, 2.0: item 1 is next. A discount of 11 (1.91) or of 10^-2 a vote (0.21) would pick item 2."""
+    voters = [np.arange(10, 41), np.arange(10, 31), np.array([50, 51])] + [np.array([], dtype=np.int64)] * 49
+    assert fast_votek(voters, [0, 1, 2], 2) == [0, 1]
+    assert fast_votek(voters, [0, 1, 2], 3) == [0, 1, 2]
+
+
+def test_votek_fit_votes_over_the_whole_small_pool_and_reports_its_graph():
+    rng = np.random.default_rng(4)
+    emb = rng.normal(size=(6, 5))
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    pool = items([f"q{i}" for i in range(6)])
+    encoder = type("Enc", (), {"encode_items": lambda self, its, with_output=False: emb})()  # the pool's embeddings
+    ctx = FitContext(task=None, pool=pool, validation=[], encoder=encoder, oracle=None, seed=0, k=2)
+    selector = VoteK(k=2, annotation_budget=2)  # as many annotated as demonstrations: allowed
+    selector.check_pool = lambda ctx: None
+    selector.fit(ctx)
+    assert selector.annotated_ == fast_votek(*vote_graph(emb, 5), 2)  # 150 neighbours in a 6-item pool: the 5 others
+    assert selector.scale() == {"annotated": 2, "neighbours": 5}
+    sims = emb @ emb[selector.annotated_[0]]
+    selector.query_similarities = lambda q: sims
+    chosen = selector.select(pool[0])
+    assert chosen[-1] is pool[selector.annotated_[0]]  # the most similar annotated item last, next to the query
+    # items 1-4 all have item 0 nearest, item 0 has item 1: only two items are voted for, fewer than k = 4
+    star = np.array([[1.0, 0, 0], [0.9, 0.44, 0], [0.8, 0, 0.6], [0.8, -0.6, 0], [0.7, 0, -0.71]])
+    star /= np.linalg.norm(star, axis=1, keepdims=True)
+    small = items([f"s{i}" for i in range(5)])
+    encoder = type("Enc", (), {"encode_items": lambda self, its, with_output=False: star})()
+    few = VoteK(k=4, annotation_budget=4, neighbours=1)
+    few.check_pool = lambda ctx: None
+    with pytest.raises(ConfigError, match=r"^votek: only 2 pool items were voted for, fewer than k \(4\)$"):
+        few.fit(FitContext(task=None, pool=small, validation=[], encoder=encoder, oracle=None, seed=0, k=4))
+
+
+def test_votek_parameters():
+    assert (VoteK().annotation_budget, VoteK().neighbours) == (100, 150)
+    assert VoteK(k=5, annotation_budget=5).annotation_budget == 5 and VoteK(neighbours=1).neighbours == 1
+    with pytest.raises(ConfigError, match=r"^votek: neighbours must be >= 1, got 0$"):
+        VoteK(neighbours=0)
