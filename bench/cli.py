@@ -224,7 +224,7 @@ def method_params_of(params, where: str) -> dict[str, dict]:
     """Selector parameters as {METHOD (or '*'): {NAME: VALUE}}, from that mapping or from METHOD.NAME=VALUE strings."""
     if isinstance(params, dict):
         if not all(isinstance(v, dict) for v in params.values()):
-            raise ConfigError(f"{where}: params must map a method name (or '*') to {{name: value}}")
+            raise ConfigError(f"{where}: 'params' must map a method name (or '*') to {{name: value}}")
         return {str(method): dict(values) for method, values in params.items()}
     out: dict[str, dict] = {}
     for pair in params or []:
