@@ -1,8 +1,9 @@
 """MkDocs hook: the pages include repository files (the README's marked sections, the results' READMEs), so the
 docs and the README never disagree. A line `--8<-- "FILE"` or `--8<-- "FILE:SECTION"` is replaced by that file (or
 the lines between its `[start:SECTION]` and `[end:SECTION]` markers). Links inside an included file are resolved
-against the file's folder: one to a file the site includes becomes a link to that page; one to another file of the
-repository becomes its path in code; one to nothing stays a link, so `mkdocs build --strict` fails on it."""
+against the file's folder, and a page's own links against `docs/`: one to a file the site includes, or to a page,
+becomes a link to that page; one to another file of the repository becomes its path in code; one to nothing stays a
+link, so `mkdocs build --strict` fails on it."""
 import re
 from pathlib import Path, PurePosixPath
 
@@ -45,6 +46,8 @@ def resolve_links(text: str, folder: PurePosixPath) -> str:
         path = "/".join(parts)
         if path in PAGES:
             return f"[{label}]({PAGES[path]})"
+        if path.startswith("docs/") and path.endswith(".md") and (ROOT / path).exists():  # another page
+            return f"[{label}]({path.removeprefix('docs/')}{anchor})"
         if (ROOT / path).exists():
             return f"{label} (`{path}`)"
         return match.group(0)
@@ -58,4 +61,4 @@ def on_page_markdown(markdown, page, config, files):
         text = section(ROOT / rel, match.group(2))
         return resolve_links(text, PurePosixPath(rel).parent)
 
-    return INCLUDE.sub(include, markdown)
+    return INCLUDE.sub(include, resolve_links(markdown, PurePosixPath("docs")))

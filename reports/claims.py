@@ -1,9 +1,9 @@
 """The study's claims computed from its run folders: paired tests per seed, a seed-level test across seeds, TOST
 against a fixed margin and the minimal detectable difference at the Holm-adjusted level, rendered as markdown blocks
-that the READMEs embed between `<!-- claims:NAME -->` and `<!-- /claims -->`.
+that the results page and the READMEs embed between `<!-- claims:NAME -->` and `<!-- /claims -->`.
 
-    python -m reports.claims reports/studies/embedded-2026-11 --check README.md reports/studies/embedded-2026-11/README.md
-    python -m reports.claims reports/studies/embedded-2026-11 --write README.md ...   # after the data changed
+    python -m reports.claims reports/studies/embedded-2026-11 --check docs/reports.md reports/studies/embedded-2026-11/README.md
+    python -m reports.claims reports/studies/embedded-2026-11 --write docs/reports.md ...   # after the data changed
 
 `--check` exits 1 naming every block whose text no longer matches what the run folders give, so a number typed into a
 block by hand, or a run folder changed under it, fails the test suite (tests/test_claims.py).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Every result number the READMEs print, recomputed from the committed run folders and reward tables (no LLM call):
-#   1. the study's claims blocks (reports/claims.py) in README.md and the study's README: checked, or rewritten;
+# Every result number the results page and the READMEs print, recomputed from the committed run folders and reward tables (no LLM call):
+#   1. the study's claims blocks (reports/claims.py) in docs/reports.md and the READMEs: checked, or rewritten;
 #   2. each reward-table study's replay summaries, from its saved fits (OUT/replay/rows.jsonl; no fit is redone);
 #   3. the study's report.md / report.tex (`bench report`).
 # Then `git status` / `git diff` shows whatever no longer matches the committed text.
@@ -17,7 +17,7 @@ export HF_HUB_OFFLINE=1 OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 mode=--check
 [[ "${1:-}" == "--write" ]] && mode=--write
 status=0
-"$PY" -m reports.claims "$STUDY" "$mode" README.md "$STUDY/README.md" reports/tables/README.md || status=$?
+"$PY" -m reports.claims "$STUDY" "$mode" docs/reports.md "$STUDY/README.md" reports/tables/README.md || status=$?
 for table in reports/tables/*.npz; do
   out="${table%.npz}"
   [[ -f "$out/replay/rows.jsonl" ]] || continue
@@ -27,5 +27,5 @@ for table in reports/tables/*.npz; do
   STEPS="$steps" bash scripts/table_study.sh "$table" "$out"
 done
 "$PY" -m bench report "$STUDY" > /dev/null
-git status --short -- README.md reports/
+git status --short -- docs/reports.md reports/
 exit $status

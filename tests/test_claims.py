@@ -13,14 +13,15 @@ STUDY = ROOT / "reports" / "studies" / "embedded-2026-11"
 
 
 def test_the_committed_readmes_hold_what_the_run_folders_give():
-    """Every claims block of both READMEs equals what reports.claims computes from the committed run folders."""
-    assert claims.main([str(STUDY), "--check", str(ROOT / "README.md"), str(STUDY / "README.md"),
+    """Every claims block of the results page and both READMEs equals what reports.claims computes from the committed
+    run folders."""
+    assert claims.main([str(STUDY), "--check", str(ROOT / "docs" / "reports.md"), str(STUDY / "README.md"),
                         str(ROOT / "reports" / "tables" / "README.md")]) == 0
 
 
 def test_a_number_edited_in_a_block_fails_the_check_and_write_restores_it(tmp_path, capsys):
     readme = tmp_path / "README.md"
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "reports.md").read_text()
     start = text.index("<!-- claims:rq2 -->")
     row = text.index("| `dearicl-dynamic`", start)
     edited = text[:row] + text[row:].replace("12.44", "14.44", 1)  # a better-looking number typed by hand
@@ -32,7 +33,7 @@ def test_a_number_edited_in_a_block_fails_the_check_and_write_restores_it(tmp_pa
 
 
 def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
-    assert claims.main([str(tmp_path), "--check", str(ROOT / "README.md")]) == 2
+    assert claims.main([str(tmp_path), "--check", str(ROOT / "docs" / "reports.md")]) == 2
     bad = tmp_path / "R.md"
     bad.write_text("<!-- claims:nope -->\nx\n<!-- /claims -->\n")
     assert claims.main([str(STUDY), "--check", str(bad)]) == 2

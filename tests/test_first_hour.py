@@ -319,13 +319,12 @@ def test_the_default_out_folder_is_new_each_time(monkeypatch):
         default_out(args)
 
 
-def test_readme_documents_the_item_fields_where_selector_authors_look():
+def test_the_docs_document_the_item_fields_where_selector_authors_look():
     import dataclasses
 
     from bench.items import Item
 
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Add your own selector"):readme.index("## Python API")]
+    section = (ROOT / "docs" / "adding-a-selector.md").read_text()
     for item_field in dataclasses.fields(Item):
         assert f"`{item_field.name}`" in section, item_field.name
     assert "`gold_output`" in section

@@ -8,17 +8,18 @@ import pytest
 import bench.runner as runner_mod
 import methods.base as base
 from bench.errors import ConfigError
+from bench.tasks import make_task
 from methods import Selector, create, register
 from test_runner import make_config, lines
 from fakes import FakeBackend
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def readme_example() -> str:
-    text = README.read_text()
-    match = re.search(r"<!-- example: my_selectors.py -->\n```python\n(.*?)```", text, re.S)
-    assert match, "README lost its selector example"
+def doc_example(name: str, doc: str) -> str:
+    text = (ROOT / doc).read_text()
+    match = re.search(rf"<!-- example: {re.escape(name)} -->\n```python\n(.*?)```", text, re.S)
+    assert match, f"{doc} lost its {name} example"
     return match.group(1)
 
 
@@ -88,8 +89,24 @@ def test_entry_point_group(plugin_dir, monkeypatch):
     assert known["ep-selector"].level == "instance" and known["ep-selector"].name == "ep-selector"
 
 
-def test_readme_selector_example_runs_with_oracle_and_budget(plugin_dir, data_dir, monkeypatch):
-    (plugin_dir / "my_selectors.py").write_text(readme_example())
+def test_the_readme_ten_line_selector_runs_as_a_plugin_and_gives_the_k_shortest_questions(plugin_dir, data_dir,
+                                                                                           monkeypatch):
+    (plugin_dir / "my_selectors.py").write_text(doc_example("my_selectors.py", "README.md"))
+    monkeypatch.setattr(runner_mod, "make_backend", lambda spec: FakeBackend())
+    cfg = make_config(plugin_dir, data_dir, methods=["shortest", "few-shot"], tasks=["gsm8k"],
+                      plugins=["my_selectors"])
+    results = runner_mod.Runner(cfg).run()
+    run = next(r for r in results["runs"] if r["method"] == "shortest")
+    assert run["n"] == cfg.n_test and run["llm_calls"]["selection"] == 0 and not run["error"]
+    records = [r for r in lines(plugin_dir / "run" / "records.jsonl") if r["method"] == "shortest"]
+    pool = make_task("gsm8k").load_splits(data_dir, n_test=cfg.n_test, n_val=cfg.n_val, pool_size=cfg.pool_size,
+                                          seed=cfg.seed).pool
+    shortest = sorted(pool, key=lambda item: (len(item.question), item.id))[: cfg.k]
+    assert all(r["demo_ids"] == [item.id for item in shortest] for r in records)
+
+
+def test_the_docs_budget_selector_example_runs_with_oracle_and_budget(plugin_dir, data_dir, monkeypatch):
+    (plugin_dir / "my_selectors.py").write_text(doc_example("best_of_random.py", "docs/adding-a-selector.md"))
     backend = FakeBackend()
     monkeypatch.setattr(runner_mod, "make_backend", lambda spec: backend)
     cfg = make_config(plugin_dir, data_dir, methods=["best-of-random", "few-shot"], tasks=["gsm8k"],

@@ -208,17 +208,17 @@ def readme_block(marker: str) -> str:
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    text = (Path(__file__).resolve().parent.parent / "docs" / "api.md").read_text()
     match = re.search(rf"<!-- example: {marker} -->\n```python\n(.*?)```", text, re.S)
-    assert match, f"README lost its {marker} example"
+    assert match, f"docs/api.md lost its {marker} example"
     return match.group(1)
 
 
-def test_readme_python_api_example_runs_and_returns_results(tmp_path, data_dir, fake_backend, monkeypatch, capsys):
+def test_the_docs_python_api_example_runs_and_returns_results(tmp_path, data_dir, fake_backend, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     code = readme_block("evaluate").replace('"../shared/data"', repr(str(data_dir)))
     scope: dict = {}
-    exec(compile(code, "README evaluate example", "exec"), scope)
+    exec(compile(code, "docs evaluate example", "exec"), scope)
     results = scope["results"]
     assert [r["method"] for r in results["runs"]] == ["zero-shot", "knn", "FirstK"]
     assert all(r["n"] == 5 and r["ci_low"] <= r["score"] <= r["ci_high"] for r in results["runs"])
