@@ -394,7 +394,7 @@ def list_parser() -> argparse.ArgumentParser:
     p.add_argument("--task-file", type=Path, action="append", default=[], metavar="FILE.yaml",
                    help="a task spec to list with the others")
     p.add_argument("--defaults", action="store_true",
-                   help="print every selector's default parameters as JSON (reports/reference/selector-defaults.json)")
+                   help="print every selector's default parameters as JSON (studies/reference/selector-defaults.json)")
     return p
 
 

@@ -12,9 +12,9 @@ PAGES = {  # repository file -> the page that includes it
     "README.md": "index.md",
     "docs/measurements.md": "measurements.md",
     "dearicl/README.md": "bandits.md",
-    "reports/tables/README.md": "reproducing.md#recorded-reward-tables",
-    "reports/studies/embedded-2026-11/README.md": "reproducing.md#the-study-with-gemma-3-270m",
-    "reports/mutation/README.md": "reproducing.md#mutation-testing",
+    "studies/tables/README.md": "reproducing.md#recorded-reward-tables",
+    "studies/embedded-2026-11/README.md": "reproducing.md#the-study-with-gemma-3-270m",
+    "studies/mutation/README.md": "reproducing.md#mutation-testing",
 }
 INCLUDE = re.compile(r'^--8<-- "([^":]+)(?::([\w-]+))?"\s*$', re.M)
 LINK = re.compile(r"\[([^\]]*)\]\(([^)#\s]+)(#[^)\s]*)?\)")

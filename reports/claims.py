@@ -2,8 +2,8 @@
 against a fixed margin and the minimal detectable difference at the Holm-adjusted level, rendered as markdown blocks
 that the results page and the READMEs embed between `<!-- claims:NAME -->` and `<!-- /claims -->`.
 
-    python -m reports.claims reports/studies/embedded-2026-11 --check docs/reports.md reports/studies/embedded-2026-11/README.md
-    python -m reports.claims reports/studies/embedded-2026-11 --write docs/reports.md ...   # after the data changed
+    python -m reports.claims studies/embedded-2026-11 --check docs/reports.md studies/embedded-2026-11/README.md
+    python -m reports.claims studies/embedded-2026-11 --write docs/reports.md ...   # after the data changed
 
 `--check` exits 1 naming every block whose text no longer matches what the run folders give, so a number typed into a
 block by hand, or a run folder changed under it, fails the test suite (tests/test_claims.py).
@@ -396,7 +396,7 @@ def blocks(study: Path) -> dict[str, str]:
             "rq2": rq2_block(study),
             "rq2-vs-dearicl-dynamic": rq2_block(study, base="dearicl-dynamic"),
             "sensitivity": sensitivity_block(study),
-            **table_blocks(study.parents[1] / "tables")}
+            **table_blocks(study.parent / "tables")}  # the studies folder holds the reward tables beside the study
 
 
 def table_blocks(tables: Path) -> dict[str, str]:

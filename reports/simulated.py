@@ -1,6 +1,6 @@
 """Tables and the pulls-vs-eps-error figure of a SIMULATED bandit study (JSONs of `bench simulate`).
 
-    python -m reports.simulated reports/bandit/*.json --out reports/bandit/tables.md --scatter reports/bandit/scatter.png
+    python -m reports.simulated studies/bandit/*.json --out studies/bandit/tables.md --scatter studies/bandit/scatter.png
 
 JSONs of the same family (say, one with the main methods and one with the ablations) are merged.
 """

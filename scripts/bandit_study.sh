@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# The SIMULATED bandit study of reports/bandit/: every testbed family (a new instance per run), then tables
+# The SIMULATED bandit study of studies/bandit/: every testbed family (a new instance per run), then tables
 # and the pulls-vs-eps-error figure. Two streams side by side, one thread each, about 45 minutes on 2 cores.
 #   - gap-index methods (case, dearicl, dearicl-random): MAIN_RUNS runs, at most 1000 pulls each, then the
 #     DEARICL ablations: ABLATION_RUNS runs;
 #   - certified methods (lucb, dearicl-pac): MAIN_RUNS runs, at most 20000 pulls each.
-#   bash scripts/bandit_study.sh [OUT_DIR]      (default reports/bandit; MAIN_RUNS=20 ABLATION_RUNS=10)
+#   bash scripts/bandit_study.sh [OUT_DIR]      (default studies/bandit; MAIN_RUNS=20 ABLATION_RUNS=10)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1  # two processes on two cores: no oversubscription
-OUT=${1:-reports/bandit}
+OUT=${1:-studies/bandit}
 MAIN_RUNS=${MAIN_RUNS:-20}
 ABLATION_RUNS=${ABLATION_RUNS:-10}
 FAMILIES="nonlinear slots pairwise order latent"

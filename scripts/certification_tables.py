@@ -1,6 +1,6 @@
 """The summary tables of scripts/certification_study.sh's JSONs, written between the markers of dearicl/README.md.
 
-    python scripts/certification_tables.py [reports/bandit/certification] [dearicl/README.md]
+    python scripts/certification_tables.py [studies/bandit/certification] [dearicl/README.md]
 """
 import json
 import sys
@@ -47,7 +47,7 @@ def tables(folder: Path) -> str:
 
 
 def main(argv: list[str]) -> int:
-    folder = Path(argv[0] if argv else "reports/bandit/certification")
+    folder = Path(argv[0] if argv else "studies/bandit/certification")
     readme = Path(argv[1] if len(argv) > 1 else "dearicl/README.md")
     start, end = "<!-- certification-study:start -->", "<!-- certification-study:end -->"
     text = readme.read_text()

@@ -12,7 +12,7 @@
 # (default eager: torch's CUDA memory-efficient SDPA kernel answered some SST-2 items wrong, see README). Back here:
 #   cat OUTDIR/T.cache.sqlite.gz* | gunzip -c > runs/tables/T.cache.sqlite
 # RESUME=DIR (carried there) resumes each plan from DIR/T.cache.sqlite.gz, the cache an earlier session returned.
-#   python -m bench table build reports/tables/T-gemma3-270m.npz --task T ... \
+#   python -m bench table build studies/tables/T-gemma3-270m.npz --task T ... \
 #       --cache runs/tables/T.cache.sqlite --answers-from OUTDIR/T.recorded.json
 set -uo pipefail
 [[ $# -ge 4 ]] || { echo "usage: $0 GGUF OUTDIR SECONDS PLAN.json [PLAN.json ...]" >&2; exit 2; }

@@ -2,7 +2,7 @@
 each knob the paper leaves open (dearicl/surrogates.py lists them), and which settings, if any, stop after the
 paper's 79-130 rounds.
 
-    .venv/bin/python scripts/knob_sweep.py reports/tables/rules-gemma3-270m.npz --runs 50 --out reports/tables/sweeps/rules
+    .venv/bin/python scripts/knob_sweep.py studies/tables/rules-gemma3-270m.npz --runs 50 --out studies/tables/sweeps/rules
 
 One `bench simulate --env table:FILE --methods dearicl --neural ...` per setting (RECORDED rewards, exact truth),
 every setting on the same runs (seeded validation draws); one knob moved at a time from the harness's defaults,

@@ -21,7 +21,7 @@
 # it: for methods/X.py the non-slow tests naming the selectors it defines (pytest -k) in the behavioural tests
 # (tests/test_selector_behaviour.py) and the selector unit-test files, for dearicl/X.py every test file that
 # imports it. The kill rates and every surviving mutant (its
-# diff) go to reports/mutation/<module>.md and a summary row to reports/mutation/README.md. A surviving mutant is
+# diff) go to studies/mutation/<module>.md and a summary row to studies/mutation/README.md. A surviving mutant is
 # a change of the code that no test notices: read it, and either add a test that fails on it or say why it is
 # equivalent (changes nothing observable). Too slow for CI (minutes per module on 2 cores).
 set -euo pipefail
@@ -36,7 +36,7 @@ MODULES=("$@")
 export BENCH_FRESH_FITS=1
 # one torch thread per mutmut worker: two workers on 2 cores, without thread pools fighting over them
 export BENCH_DATA_DIR="${BENCH_DATA_DIR:-$ROOT/../shared/data}" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-OUT="$ROOT/reports/mutation"
+OUT="$ROOT/studies/mutation"
 mkdir -p "$OUT"
 
 for module in "${MODULES[@]}"; do
@@ -82,7 +82,7 @@ EOF
 [tool.mutmut]
 source_paths = ["$package/"]
 only_mutate = ["$package/$module.py"]
-also_copy = ["bench/", "methods/", "dearicl/", "reports/", "configs/"]
+also_copy = ["bench/", "methods/", "dearicl/", "reports/", "configs/", "studies/reference/", "studies/tables/"]
 pytest_add_cli_args_test_selection = [$tests]
 pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x"]
 # a test's module-scoped fit is set up again for each mutant: minutes, not the test's own seconds

@@ -12,13 +12,13 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 PY=.venv/bin/python
-STUDY=reports/studies/embedded-2026-11
+STUDY=studies/embedded-2026-11
 export HF_HUB_OFFLINE=1 OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 mode=--check
 [[ "${1:-}" == "--write" ]] && mode=--write
 status=0
-"$PY" -m reports.claims "$STUDY" "$mode" docs/reports.md "$STUDY/README.md" reports/tables/README.md || status=$?
-for table in reports/tables/*.npz; do
+"$PY" -m reports.claims "$STUDY" "$mode" docs/reports.md "$STUDY/README.md" studies/tables/README.md || status=$?
+for table in studies/tables/*.npz; do
   out="${table%.npz}"
   [[ -f "$out/replay/rows.jsonl" ]] || continue
   steps=summaries
@@ -27,5 +27,5 @@ for table in reports/tables/*.npz; do
   STEPS="$steps" bash scripts/table_study.sh "$table" "$out"
 done
 "$PY" -m bench report "$STUDY" > /dev/null
-git status --short -- docs/reports.md reports/
+git status --short -- docs/reports.md studies/
 exit $status

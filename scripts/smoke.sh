@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The CI regression run: every selector of the paper on small subsets with the embedded model, greedy decoding,
 # seed 0, each run compared with its checked-in reference. Every fit runs afresh (no saved selection is replayed).
-#   configs/smoke.yaml         the paper's tasks (GSM8K, AQuA-RAT, WMT19)  -> reports/reference/smoke.json
-#   configs/smoke-signal.yaml  the tasks with signal (rules, SST-2)        -> reports/reference/smoke-signal.json
+#   configs/smoke.yaml         the paper's tasks (GSM8K, AQuA-RAT, WMT19)  -> studies/reference/smoke.json
+#   configs/smoke-signal.yaml  the tasks with signal (rules, SST-2)        -> studies/reference/smoke-signal.json
 #   bash scripts/smoke.sh            run both and compare with the references
 #   bash scripts/smoke.sh --update   run both and overwrite the references (SMOKE_CONFIGS=smoke: only that one)
 set -euo pipefail
@@ -18,11 +18,11 @@ for name in ${SMOKE_CONFIGS:-smoke smoke-signal}; do  # SMOKE_CONFIGS=smoke: one
     || run=$?
   if [[ $run -ne 0 && $run -ne 3 ]]; then exit $run; fi  # 3: some fits failed; compare decides
   if [[ "${1:-}" == "--update" ]]; then
-    mkdir -p reports/reference
-    cp "$out/results.json" "reports/reference/$name.json"
-    echo "updated reports/reference/$name.json"
+    mkdir -p studies/reference
+    cp "$out/results.json" "studies/reference/$name.json"
+    echo "updated studies/reference/$name.json"
   else
-    .venv/bin/python -m bench compare "$out" --to "reports/reference/$name.json" --tolerance 0.02 || status=1
+    .venv/bin/python -m bench compare "$out" --to "studies/reference/$name.json" --tolerance 0.02 || status=1
   fi
 done
 exit $status

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The evidence study with the embedded models (reports/studies/embedded-2026-11/README.md). Every part is one or
+# The evidence study with the embedded models (studies/embedded-2026-11/README.md). Every part is one or
 # more run folders under runs/study/, all resumable: rerun the script (or one part) after an interruption and
 # answered calls come from the study's shared cache. `publish` copies results (not caches or large call logs)
 # into the study folder and renders it.
@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1
 RUNS=${RUNS:-runs/study}
-STUDY=${STUDY:-reports/studies/embedded-2026-11}
+STUDY=${STUDY:-studies/embedded-2026-11}
 SEEDS=${SEEDS:-"0 1 2"}
 PY=${STUDY_PYTHON:-.venv/bin/python}  # the tests put a stand-in here
 UNTIL=""

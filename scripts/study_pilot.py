@@ -11,9 +11,9 @@ or not), and reports:
   arm means, their range, and the same F test: the signal a bandit has to find;
 - on the synthetic `rules` task, the known answer: each item after k same-rule vs k other-rule demonstrations.
 
-    .venv/bin/python scripts/study_pilot.py --out reports/studies/embedded-2026/pilot.json
+    .venv/bin/python scripts/study_pilot.py --out studies/embedded-2026/pilot.json
     .venv/bin/python scripts/study_pilot.py --tasks sst2,trec,agnews,rules --modes rank,rank-contextual,generate \
-        --arms 10 --n-val 50 --temperature 0 --out reports/pilots/classification-2026-11/pilot.json
+        --arms 10 --n-val 50 --temperature 0 --out studies/pilots/classification-2026-11/pilot.json
 
 Answers are cached (--cache), so a rerun or a longer --arms list repeats no call.
 """

@@ -3,7 +3,7 @@
 # selectors (`bench table replay`), 50 seeds each, then DEARICL's open knobs (scripts/knob_sweep.py). RECORDED
 # rewards of a real LLM, exact truth; no LLM call. Timings go to OUT/times.log.
 #
-#   bash scripts/table_study.sh reports/tables/rules-gemma3-270m.npz reports/tables/rules-gemma3-270m
+#   bash scripts/table_study.sh studies/tables/rules-gemma3-270m.npz studies/tables/rules-gemma3-270m
 set -euo pipefail
 TABLE="$1"; OUT="$2"; RUNS="${RUNS:-50}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"

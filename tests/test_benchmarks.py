@@ -112,7 +112,7 @@ def test_replay_rq1_from_a_recorded_table(benchmark, data_dir, encoder, capsys):
 
     from bench.replay import Replay
 
-    tables = sorted((Path(__file__).resolve().parents[1] / "reports" / "tables").glob("*.npz"))
+    tables = sorted((Path(__file__).resolve().parents[1] / "studies" / "tables").glob("*.npz"))
     replay = Replay.load(next(t for t in tables if t.name.startswith("trec")), data_dir, encoder)
 
     def one_seed():

@@ -271,13 +271,13 @@ def test_dearicl_noexplore_pulls_only_its_initial_random_arms(world, encoder):
     assert set(result.pulled.values()) == {1}
 
 
-PUBLISHED_DEFAULTS = json.loads((Path(__file__).parents[1] / "reports/reference/selector-defaults.json").read_text())
+PUBLISHED_DEFAULTS = json.loads((Path(__file__).parents[1] / "studies/reference/selector-defaults.json").read_text())
 
 
 @pytest.mark.parametrize("name", sorted(available()))
 def test_every_selectors_defaults_are_the_published_ones(name):
     """A changed default changes every run that does not set it: only on purpose, with the reference updated
-    (`python -m bench list --defaults > reports/reference/selector-defaults.json`)."""
+    (`python -m bench list --defaults > studies/reference/selector-defaults.json`)."""
     assert default_params(available()[name]) == PUBLISHED_DEFAULTS.get(name), f"{name}: defaults differ"
 
 

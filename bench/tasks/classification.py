@@ -12,7 +12,7 @@ Two ways to answer an item (Task.configure):
 
 The metric is accuracy; results add macro-F1 over the labels beside it. Selection rewards are in [0, 1]: 0/1
 correctness (`metric`, the default: what accuracy averages), or, when ranking, the gold label's (calibrated)
-probability (`label-prob`, a smoother signal; in the pilot, reports/pilots/classification-2026-11/, it separated
+probability (`label-prob`, a smoother signal; in the pilot, studies/pilots/classification-2026-11/, it separated
 random arms far less than correctness did on SST-2 and more on TREC).
 """
 from __future__ import annotations
