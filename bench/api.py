@@ -17,9 +17,10 @@ def evaluate(methods, tasks=None, llm="gemma3-270m", **options) -> dict:
     options: the run command's long options in snake_case (n_test, k, max_new_tokens, data_dir, out, param,
     temperature, llm_budget, ...). Without `out` the run happens in a temporary folder that is removed after.
     """
-    from bench.cli import method_params_of, option_values, run_config, run_parser
+    from bench.cli import run_config
     from bench.distributed import init
     from bench.llm.registry import ALIASES
+    from bench.run_options import RunOptions
     from bench.runner import Runner
     from methods.base import Selector
 
@@ -46,14 +47,11 @@ def evaluate(methods, tasks=None, llm="gemma3-270m", **options) -> dict:
         options["tasks"] = [tasks] if isinstance(tasks, str) else list(tasks)
     shown = ", ".join(f"{k}={v!r}" for k, v in options.items() if k not in ("methods", "llm"))
     command = f"bench.evaluate(methods={names!r}, llm={llm!r}{', ' + shown if shown else ''})"
-    # the run command's parser, its types and checks, from keyword arguments: no command line in between
-    params = method_params_of(options.pop("param", None), "bench.evaluate")
-    parser = run_parser()
-    parser.set_defaults(**option_values(parser, options, "bench.evaluate"))
-    args = parser.parse_args([])  # method names are checked by the Runner
+    # the run's typed options, converted and checked as a config file's are: no command line in between
+    run_options = RunOptions.from_mapping(options, "bench.evaluate")
     with tempfile.TemporaryDirectory(prefix="bench-evaluate-") as scratch:
-        if args.out is None:
-            args.out = Path(scratch) / "run"
-        config = run_config(args, params, command=command)
+        if run_options.out is None:
+            run_options.out = Path(scratch) / "run"
+        config = run_config(run_options, command=command)
         config.selectors, config.llm_backend = instances, backend_object
         return Runner(config, init()).run()

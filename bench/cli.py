@@ -13,6 +13,8 @@ from pathlib import Path
 
 from bench.errors import BenchError, ConfigError
 from bench.options import HelpFormatter, Parser, default_data_dir
+from bench.run_options import ALL_TASKS, RunOptions, add_run_options, method_budgets, run_folders
+from bench.run_options import count_or_all as _count_or_all, csv as _csv, param as _param, positive as _positive
 from bench.tasks.base import CALIBRATIONS, REWARDS, SCORINGS
 
 SUBCOMMANDS = {  # name -> what it does, for `python -m bench --help`
@@ -25,298 +27,88 @@ SUBCOMMANDS = {  # name -> what it does, for `python -m bench --help`
     "data": "fetch the bundled data from its pinned sources (checksums verified), or verify a data folder",
     "table": "record every (arm, item) reward of the bandit setting once (build), or summarise a table (show)",
 }
-ALL_TASKS = "gsm8k,aquarat,wmt19"
 DEMO_METHODS = ("zero-shot", "few-shot", "knn", "mmr")  # what a bare run shows the plan of (the README demo)
 EXIT_FIT_FAILED = 3  # some (method, task) fits failed; their rows say why (2 is bad input)
 
 
-def _csv(value: str) -> list[str]:
-    return [v.strip() for v in value.split(",") if v.strip()]
-
-
-def _param(value: str) -> tuple[str, str, object]:
-    """'mmr.lam=0.7' -> ('mmr', 'lam', 0.7)."""
-    if "=" not in value or "." not in value.split("=", 1)[0]:
-        raise argparse.ArgumentTypeError(f"--param wants METHOD.NAME=VALUE, got {value!r}")
-    lhs, raw = value.split("=", 1)
-    method, name = lhs.split(".", 1)
-    try:
-        parsed = json.loads(raw)
-    except json.JSONDecodeError:
-        parsed = raw
-    return method, name, parsed
-
-
-def _method_budgets(values: list[str]) -> dict[str, int]:
-    """['lucb-static=1000']: each selector's own cap instead of --llm-budget."""
-    budgets = {}
-    for value in [values] if isinstance(values, str) else values:  # a config file may give one string
-        method, _, count = str(value).partition("=")
-        try:
-            budgets[method.strip()] = int(count)
-            if not method.strip() or budgets[method.strip()] <= 0:
-                raise ValueError
-        except ValueError:
-            raise ConfigError(f"--method-budget wants METHOD=POSITIVE_COUNT, got {value!r}") from None
-    return budgets
-
-
-def _run_folders(paths: list[Path]) -> list[Path]:
-    """--replay-from: each a run folder (its fits.jsonl and records.jsonl), checked before any model loads."""
-    paths = [Path(path) for path in paths]  # a config file gives strings
-    for path in paths:
-        if not (path / "fits.jsonl").is_file() or not (path / "records.jsonl").is_file():
-            raise ConfigError(f"--replay-from {path}: not a run folder (no fits.jsonl and records.jsonl)")
-    return list(paths)
-
-
-def _count_or_all(value: str) -> int | None:
-    """A positive count, or 'all' (None: every item)."""
-    return None if value == "all" else _positive(value)
-
-
-def _positive(value: str) -> int:
-    n = int(value)
-    if n <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
-    return n
-
-
-def run_parser() -> argparse.ArgumentParser:
+def run_parser(defaults: RunOptions | None = None) -> argparse.ArgumentParser:
+    """The run command's options, generated from RunOptions' fields (`defaults`: a config file's values), and the
+    flags that only steer the command line."""
     p = Parser(prog="python -m bench run", description="Benchmark ICL demonstration selectors.",
-                                formatter_class=HelpFormatter)
-    p.add_argument("--methods", type=_csv, default=None,
-                   help="comma-separated method names, or 'all' (see `python -m bench list`); without it, a run "
-                        "prints the plan of the README's demo methods and runs nothing")
-    p.add_argument("--only", type=_csv, default=None, metavar="CELLS",
-                   help="run just these of --methods now, in this order (expanded names such as "
-                        "pirank@dearicl-data); the run's method list, budgets and identity stay those of --methods, "
-                        "so a later --resume runs the rest")
-    p.add_argument("--tasks", type=_csv, default=_csv(ALL_TASKS),
-                   help="comma-separated tasks (`python -m bench list`: the paper's gsm8k, aquarat, wmt19; sst2, trec, "
-                        "agnews, rules; those of --task-file)")
-    p.add_argument("--task-file", type=Path, action="append", default=[], metavar="FILE.yaml",
-                   help="a task defined in a YAML spec (bench/tasks/spec.py); repeatable; name it in --tasks")
-    p.add_argument("--scoring", choices=SCORINGS, default="auto",
-                   help="generate: generate and parse the answer; rank: the label word with the highest "
-                        "log-likelihood (classification); auto: rank where a task has labels")
-    p.add_argument("--calibration", choices=CALIBRATIONS, default="none",
-                   help="ranked labels: contextual = divide by the probabilities of content-free inputs "
-                        "(Zhao et al. 2021)")
-    p.add_argument("--reward", choices=REWARDS, default="auto",
-                   help="selection reward per item: metric (the task's score), label-prob (the gold label's "
-                        "probability, ranked labels), bertscore (against the gold output); auto: metric for "
-                        "classification, bertscore for the others")
-    p.add_argument("--llm", default="gemma3-270m", help="LLM answering the test items: alias or model name")
-    p.add_argument("--selection-llm", default=None,
-                   help="LLM behind the reward oracle during selection (default: --llm); the transfer setting")
-    p.add_argument("--selection-backend", choices=["embedded", "hf", "openai", "ollama", "llamacpp"],
-                   help="override the selection LLM alias's backend")
-    p.add_argument("--selection-temperature", type=float, default=None, help="its temperature (default: --temperature)")
-    p.add_argument("--selection-max-new-tokens", type=_positive, default=None,
-                   help="its max new tokens (default: --max-new-tokens)")
-    p.add_argument("--selections", type=Path, default=None,
-                   help="saved-selection store; give sibling runs the same DIR to replay their selections "
-                        "(default: OUT/selections)")
-    p.add_argument("--no-selection-reuse", action="store_true", help="always fit, never replay saved selections")
-    p.add_argument("--replay-from", type=Path, nargs="+", default=[], metavar="RUN",
-                   help="published run folders: replay a selection their records hold (same selection LLM, data, "
-                        "seed, parameters and selector code) instead of fitting it")
-    p.add_argument("--backend", choices=["embedded", "hf", "openai", "ollama", "llamacpp"], help="override the alias's backend")
-    p.add_argument("--api-base", help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1")
-    p.add_argument("--openai-api", choices=["completions", "chat"], help="which OpenAI endpoint to call")
-    p.add_argument("--chat-template", choices=["auto", "on", "off"], default="auto",
-                   help="put each prompt in the model's chat template as the user turn (auto: when it has one)")
-    p.add_argument("--fewshot-as-multiturn", action="store_true",
-                   help="demonstrations as alternating user/assistant turns of the chat template (lm-evaluation-"
-                        "harness's --fewshot_as_multiturn); shared-prefix pulls are kept")
-    p.add_argument("--llamacpp-weights", choices=["q8_0", "native"], default="q8_0",
-                   help="llamacpp backend: run the GGUF re-encoded as Q8_0 (faster batched kernels on AVX2), or as is")
-    p.add_argument("--llamacpp-ctx", type=_positive, default=32768,
-                   help="llamacpp backend: key/value cells shared by a pull's rows (--prefix-batch-size in parallel)")
-    p.add_argument("--gguf-file", help="GGUF file name inside the --llm folder (hf backend)")
-    p.add_argument("--batch-size", type=_positive, default=4, help="prompts per LLM batch")
-    p.add_argument("--prefix-batch-size", type=_positive, default=32,
-                   help="items of one arm pull decoded together after their shared prefix (hf/embedded)")
-    p.add_argument("--kv-cache-gib", type=float, default=4.0, help="memory cap on those batches' key/value caches")
-    p.add_argument("--concurrency", type=_positive, default=4, help="parallel requests to an OpenAI server")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds per server request")
-    p.add_argument("--retries", type=int, default=3,
-                   help="retries per server request (the openai SDK: exponential backoff, honours Retry-After)")
-    p.add_argument("--data-dir", type=Path, default=None,
-                   help="folder laid out like ../shared/data (default: BENCH_DATA_DIR, else ../shared/data beside "
-                        "the project)")
-    p.add_argument("--data-source", choices=["local", "hub"], default="local",
-                   help="hub: the bundled files downloaded once from their pinned sources into a cache (online)")
-    p.add_argument("--n-test", type=_count_or_all, default=20,
-                   help="test items per task (seeded subsample), or 'all'")
-    p.add_argument("--n-val", type=_positive, default=20, help="validation items per task")
-    p.add_argument("--pool-size", type=_positive, default=None, help="subsample the demonstration pool")
-    p.add_argument("--seed", type=int, default=0,
-                   help="seeds the subsamples, the selectors' randomness and sampling (per call, from its cache key)")
-    p.add_argument("--k", type=_positive, default=5, help="demonstrations per prompt")
-    p.add_argument("--out", type=Path, default=None, help="run folder (default: runs/<llm>-seed<seed>-<date>-<time>, a new one each time)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out")
-    p.add_argument("--llm-budget", type=_positive, default=None,
-                   help="cap on selection-phase LLM calls per selector and task")
-    p.add_argument("--method-budget", action="append", default=[], metavar="METHOD=N",
-                   help="this selector's own cap instead of --llm-budget, e.g. lucb-static=1000 (repeatable)")
-    p.add_argument("--max-new-tokens", type=_positive, default=1000,
-                   help="generation cap per call (the paper's 1000; a classification task caps its labels at 8)")
-    p.add_argument("--temperature", type=float, default=0.25, help="0 = greedy")
+               formatter_class=HelpFormatter)
+    add_run_options(p, defaults)
     p.add_argument("--param", type=_param, action="append", default=[], metavar="METHOD.NAME=VALUE",
                    help="selector parameter, e.g. mmr.lam=0.7; *.n_arms=20 sets it for every selector that has it")
-    p.add_argument("--bertscore-model", default="auto", help="auto | local | hub id | path")
-    p.add_argument("--bertscore-layers", type=int, default=None, help="BERTScore layer (num_layers)")
-    p.add_argument("--bertscore-rescale", action="store_true",
-                   help="bert-score's baseline rescaling, (F - b) / (1 - b) clipped at 0 (the local MiniLM's b: "
-                        "bench/bertscore_baselines/)")
-    p.add_argument("--encoder", default="auto", help="sentence encoder: auto (local MiniLM) | hub id | path")
-    p.add_argument("--cache", type=Path, default=None, help="SQLite LLM cache (default OUT/cache.sqlite)")
-    p.add_argument("--prices", type=Path, default=None,
-                   help="YAML price table (model -> {input, output} USD per 1M tokens) for the report's costs")
-    p.add_argument("--ltr-data", type=_csv, default=["own"],
-                   help="LTR selectors' training data: own (sampled arms + negatives), dearicl (the DEARICL "
-                        "run's log, the paper's Table 3) or own,dearicl for both")
     p.add_argument("--config", type=Path, default=None,
                    help="YAML file of run options (long names) and per-method `params`; flags override it "
                         "(configs/paper.yaml, configs/smoke.yaml)")
-    p.add_argument("--plugin", action="append", default=[], help="module that registers selectors (repeatable)")
-    p.add_argument("--log-prompts", action="store_true", help="store each item's full prompt in records.jsonl")
     p.add_argument("--dry-run", action="store_true",
                    help="print the plan (LLM calls, tokens, time per method x task) without loading any model")
     p.add_argument("--tokens-per-second", type=float, default=None,
                    help="decode rate for --dry-run's time (default: 85, measured on the embedded model, 2 CPU cores)")
     p.add_argument("--prefill-tokens-per-second", type=float, default=None,
                    help="prefill rate for --dry-run's time (default: 180, measured likewise)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
 
-def option_values(parser: argparse.ArgumentParser, data: dict, where: str) -> dict:
-    """Run options given as a mapping (a --config file, bench.evaluate's keyword arguments) -> the parser's
-    destinations, converted and checked by the same argparse types and choices as the command line: one path for
-    the CLI, the config file and the Python API. Keys are the long options (`n_test` or `n-test`)."""
-    actions = {a.dest: a for a in parser._actions if a.option_strings and a.dest not in ("help", "config", "param")}
-    values = {}
-    for key, value in data.items():
-        dest = str(key).replace("-", "_")
-        action = actions.get(dest)
-        if action is None:
-            raise ConfigError(f"{where}: unknown option '{key}'; options: {', '.join(sorted(actions))}")
-        if isinstance(action, argparse._StoreTrueAction):
-            if not isinstance(value, bool):
-                raise ConfigError(f"{where}: '{key}' takes true or false, got {value!r}")
-        elif isinstance(value, (list, tuple)):
-            value = action.type(",".join(map(str, value))) if action.type is _csv else list(value)
-        elif value is not None and action.type is not None:
-            try:
-                value = action.type(str(value))
-            except (argparse.ArgumentTypeError, ValueError) as exc:
-                raise ConfigError(f"{where}: bad value for '{key}': {exc}") from None
-        if action.choices is not None and value is not None and value not in action.choices:
-            raise ConfigError(f"{where}: '{key}' must be one of {', '.join(map(str, action.choices))}")
-        values[dest] = value
-    return values
-
-
-def method_params_of(params, where: str) -> dict[str, dict]:
-    """Selector parameters as {METHOD (or '*'): {NAME: VALUE}}, from that mapping or from METHOD.NAME=VALUE strings."""
-    if isinstance(params, dict):
-        if not all(isinstance(v, dict) for v in params.values()):
-            raise ConfigError(f"{where}: 'params' must map a method name (or '*') to {{name: value}}")
-        return {str(method): dict(values) for method, values in params.items()}
-    out: dict[str, dict] = {}
-    for pair in params or []:
-        try:
-            method, name, value = _param(str(pair))
-        except argparse.ArgumentTypeError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
-        out.setdefault(method, {})[name] = value
-    return out
-
-
-def config_defaults(parser: argparse.ArgumentParser, path: Path) -> dict[str, dict]:
-    """Set the parser's defaults from a YAML run config; returns its per-method `params`.
-
-    Keys are the run command's long options (`n_test` or `n-test`); `params` maps METHOD (or `*`) to
-    {NAME: VALUE}. Flags on the command line override the file.
-    """
+def config_options(path: Path) -> RunOptions:
+    """A YAML run config (the run command's long options, `params` by method) as RunOptions."""
     from bench.yamlfile import read_mapping
 
-    data = read_mapping(path, "--config")
-    params = method_params_of(data.pop("params", None) or {}, f"--config {path}")
-    parser.set_defaults(**option_values(parser, data, f"--config {path}"))
-    return params
+    return RunOptions.from_mapping(read_mapping(path, "--config"), f"--config {path}")
 
 
-def resolved_options(args: argparse.Namespace, method_params: dict) -> dict:
-    """Every run option after the config file and the command line, as a YAML-ready mapping (--config reads it)."""
-    skip = {"config", "param", "resume", "only", "dry_run", "tokens_per_second", "prefill_tokens_per_second"}
-    def plain(value):  # paths as strings, for YAML
-        return [plain(v) for v in value] if isinstance(value, list) else str(value) if isinstance(value, Path) else value
-
-    options = {k: plain(v) for k, v in vars(args).items() if k not in skip}
-    return {**options, "params": method_params}
-
-
-def default_out(args: argparse.Namespace) -> Path:
+def default_out(options: RunOptions) -> Path:
     """runs/<llm>-seed<seed>-<time>: a second run never collides with the first."""
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # every process must name the same folder
         raise ConfigError("a run of several processes needs --out DIR")
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"{args.llm.replace('/', '_')}-seed{args.seed}-{stamp}"
+    return Path("runs") / f"{options.llm.replace('/', '_')}-seed{options.seed}-{stamp}"
 
 
-def run_config(args: argparse.Namespace, file_params: dict | None = None, command: str = ""):
-    """The RunConfig of parsed run options (the CLI's and bench.evaluate's one path)."""
+def run_config(options: RunOptions, command: str = ""):
+    """The RunConfig of a run's options (the CLI's, a config file's and bench.evaluate's one path)."""
     from bench.llm import GenerationParams, LLMSpec
     from bench.metrics import BertScoreConfig
     from bench.runner import RunConfig
 
-    if args.temperature < 0:
-        raise ConfigError(f"--temperature must be >= 0, got {args.temperature}")
-    method_params: dict[str, dict] = {m: dict(v) for m, v in (file_params or {}).items()}
-    for method, name, value in args.param:
-        method_params.setdefault(method, {})[name] = value
-    method_budgets = _method_budgets(args.method_budget)
-    data_dir = args.data_dir or default_data_dir()
-    out = args.out or default_out(args)
-    llm = LLMSpec(name=args.llm, backend=args.backend, api_base=args.api_base, api=args.openai_api,
-                  gguf_file=args.gguf_file, batch_size=args.batch_size, prefix_batch_size=args.prefix_batch_size,
-                  kv_cache_gib=args.kv_cache_gib, concurrency=args.concurrency, timeout_s=args.timeout,
-                  retries=args.retries, chat_template=args.chat_template, fewshot_as_multiturn=args.fewshot_as_multiturn,
-                  llamacpp_weights=args.llamacpp_weights,
-                  llamacpp_ctx=args.llamacpp_ctx)
-    generation = GenerationParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
+    method_params = {m: dict(v) for m, v in options.params.items()}
+    data_dir = options.data_dir or default_data_dir()
+    out = options.out or default_out(options)
+    llm = LLMSpec(name=options.llm, backend=options.backend, api_base=options.api_base, api=options.openai_api,
+                  gguf_file=options.gguf_file, batch_size=options.batch_size,
+                  prefix_batch_size=options.prefix_batch_size, kv_cache_gib=options.kv_cache_gib,
+                  concurrency=options.concurrency, timeout_s=options.timeout, retries=options.retries,
+                  chat_template=options.chat_template, fewshot_as_multiturn=options.fewshot_as_multiturn,
+                  llamacpp_weights=options.llamacpp_weights, llamacpp_ctx=options.llamacpp_ctx)
+    generation = GenerationParams(max_new_tokens=options.max_new_tokens, temperature=options.temperature,
+                                  seed=options.seed)
     selection_llm = None
-    if args.selection_llm or args.selection_backend:
-        selection_llm = replace(llm, name=args.selection_llm or args.llm, backend=args.selection_backend)
+    if options.selection_llm or options.selection_backend:
+        selection_llm = replace(llm, name=options.selection_llm or options.llm, backend=options.selection_backend)
     selection_generation = None
-    if args.selection_temperature is not None or args.selection_max_new_tokens is not None:
-        if (args.selection_temperature or 0) < 0:
-            raise ConfigError(f"--selection-temperature must be >= 0, got {args.selection_temperature}")
+    if options.selection_temperature is not None or options.selection_max_new_tokens is not None:
         selection_generation = replace(
-            generation, temperature=generation.temperature if args.selection_temperature is None
-            else args.selection_temperature,
-            max_new_tokens=args.selection_max_new_tokens or generation.max_new_tokens)
+            generation, temperature=generation.temperature if options.selection_temperature is None
+            else options.selection_temperature,
+            max_new_tokens=options.selection_max_new_tokens or generation.max_new_tokens)
     return RunConfig(
-        methods=args.methods, only=args.only, tasks=args.tasks, out=out, data_dir=data_dir, data_source=args.data_source, llm=llm,
-        n_test=args.n_test, n_val=args.n_val, pool_size=args.pool_size, seed=args.seed, k=args.k,
-        resume=args.resume, llm_budget=args.llm_budget, method_budgets=method_budgets, generation=generation,
-        method_params=method_params, bertscore=BertScoreConfig(args.bertscore_model, args.bertscore_layers,
-                                                                     rescale=args.bertscore_rescale),
-        encoder=args.encoder, cache_path=args.cache, plugins=args.plugin, progress=not args.no_progress,
-        ltr_data=tuple(args.ltr_data), selection_llm=selection_llm, selection_generation=selection_generation,
-        selections=args.selections, reuse_selections=not args.no_selection_reuse, prices=args.prices,
-        replay_from=_run_folders(args.replay_from),
-        log_prompts=args.log_prompts, options=resolved_options(args, method_params), command=command,
-        task_files=[Path(p) for p in args.task_file], scoring=args.scoring, calibration=args.calibration,
-        reward=args.reward)
+        methods=options.methods, only=options.only, tasks=options.tasks, out=out, data_dir=data_dir,
+        data_source=options.data_source, llm=llm, n_test=options.n_test, n_val=options.n_val,
+        pool_size=options.pool_size, seed=options.seed, k=options.k, resume=options.resume,
+        llm_budget=options.llm_budget, method_budgets=method_budgets(options.method_budget), generation=generation,
+        method_params=method_params, bertscore=BertScoreConfig(options.bertscore_model, options.bertscore_layers,
+                                                               rescale=options.bertscore_rescale),
+        encoder=options.encoder, cache_path=options.cache, plugins=options.plugin, progress=not options.no_progress,
+        ltr_data=tuple(options.ltr_data), selection_llm=selection_llm, selection_generation=selection_generation,
+        selections=options.selections, reuse_selections=not options.no_selection_reuse, prices=options.prices,
+        replay_from=run_folders(options.replay_from),
+        log_prompts=options.log_prompts, options=options.to_mapping(), command=command,
+        task_files=[Path(p) for p in options.task_file], scoring=options.scoring, calibration=options.calibration,
+        reward=options.reward)
 
 
 def cmd_run(argv: list[str]) -> int:
-    parser = run_parser()
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--config", type=Path, default=None)
     pre.add_argument("--resume", action="store_true")
@@ -329,12 +121,12 @@ def cmd_run(argv: list[str]) -> int:
         saved = early.out / "run_config.yaml"
         if saved.is_file():  # `--resume --out DIR` alone: the run's own settings, flags on top
             config_path = saved
-    file_params = config_defaults(parser, config_path) if config_path else {}
-    args = parser.parse_args(argv)
+    from_file = config_options(config_path) if config_path else RunOptions()
+    args = run_parser(from_file).parse_args(argv)  # flags over the file's values
     from bench.distributed import init
     from bench.runner import Runner
 
-    config = run_config(args, file_params, shlex.join(["python", "-m", "bench", "run", *argv]))
+    config = run_config(RunOptions.from_args(args, from_file.params), shlex.join(["python", "-m", "bench", "run", *argv]))
     out = config.out
     bare = args.methods is None
     if bare:  # a bare run is a question, not an hour of work: show the demo's plan

@@ -61,13 +61,11 @@ def test_bad_config_files_are_one_line_errors(tmp_path, data_dir, content, messa
 
 
 def test_the_shipped_configs_parse_and_validate(tmp_path, data_dir):
-    from bench.cli import config_defaults, run_parser
+    from bench.cli import config_options
 
     for name in ("paper", "smoke"):
-        parser = run_parser()
-        params = config_defaults(parser, runner_mod.Path(__file__).parent.parent / "configs" / f"{name}.yaml")
-        args = parser.parse_args([])
-        assert args.methods == ["all"] and params["*"]
+        options = config_options(runner_mod.Path(__file__).parent.parent / "configs" / f"{name}.yaml")
+        assert options.methods == ["all"] and options.params["*"]
     paper = yaml.safe_load((runner_mod.Path(__file__).parent.parent / "configs" / "paper.yaml").read_text())
     assert paper["params"]["*"]["m"] == 10 and paper["params"]["*"]["epsilon"] == 0.1
     assert paper["params"]["*"]["lr"] == 1e-4 and paper["temperature"] == 0.25 and paper["max_new_tokens"] == 1000

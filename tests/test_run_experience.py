@@ -363,33 +363,49 @@ def test_dry_run_counts_prompt_tokens_with_a_tokenizer_at_hand_and_says_which(mo
 
 
 def test_the_cli_the_config_file_and_evaluate_build_one_configuration(tmp_path, data_dir):
-    """The same options through the command line, a --config file and bench.evaluate's keyword arguments resolve to
-    the same run configuration, converted and checked by one path (the run parser's types and choices)."""
-    from bench.cli import config_defaults, method_params_of, option_values, run_config, run_parser
+    """The same options through the command line, a --config file and bench.evaluate's keyword arguments build the
+    same typed RunOptions (and so the same run configuration), converted and checked by one path."""
+    from pathlib import Path
+
+    import yaml
+
+    from bench.cli import config_options, run_config, run_parser
     from bench.errors import ConfigError
+    from bench.run_options import RunOptions, method_params_of
 
     out, data = str(tmp_path / "run"), str(data_dir)
     argv = ["--methods", "knn,mmr", "--tasks", "sst2", "--n-test", "5", "--temperature", "0.25", "--param",
-            "mmr.lam=0.5", "--fewshot-as-multiturn", "--out", out, "--data-dir", data]
-    cli = run_config(run_parser().parse_args(argv))
+            "mmr.lam=0.5", "--fewshot-as-multiturn", "--out", out, "--data-dir", data, "--plugin", "a"]
+    cli = RunOptions.from_args(run_parser().parse_args(argv))
     config = tmp_path / "run.yaml"
     config.write_text(f"methods: [knn, mmr]\ntasks: sst2\nn-test: 5\ntemperature: 0.25\nfewshot_as_multiturn: true\n"
-                      f"out: {out}\ndata_dir: {data}\nparams:\n  mmr: {{lam: 0.5}}\n")
-    parser = run_parser()
-    file_params = config_defaults(parser, config)  # the file's values become the parser's defaults
-    from_file = run_config(parser.parse_args([]), file_params)
-    parser = run_parser()
+                      f"out: {out}\ndata_dir: {data}\nplugin: a\nparams:\n  mmr: {{lam: 0.5}}\n")
+    from_file = config_options(config)
+    from_file_cli = RunOptions.from_args(run_parser(from_file).parse_args([]), from_file.params)
     kwargs = {"methods": ["knn", "mmr"], "tasks": "sst2", "n_test": 5, "temperature": 0.25,
-              "fewshot_as_multiturn": True, "out": out, "data_dir": data}
-    parser.set_defaults(**option_values(parser, kwargs, "bench.evaluate"))
-    from_api = run_config(parser.parse_args([]), method_params_of(["mmr.lam=0.5"], "bench.evaluate"))
-    assert cli.options == from_file.options == from_api.options
-    assert cli.llm == from_file.llm == from_api.llm and cli.llm.fewshot_as_multiturn
-    assert cli.method_params == from_api.method_params == {"mmr": {"lam": 0.5}}
-    parser = run_parser()
+              "fewshot_as_multiturn": True, "out": out, "data_dir": data, "param": ["mmr.lam=0.5"], "plugin": ["a"]}
+    from_api = RunOptions.from_mapping(kwargs, "bench.evaluate")
+    assert cli == from_file == from_file_cli == from_api
+    assert cli.n_test == 5 and cli.out == Path(out) and cli.params == {"mmr": {"lam": 0.5}} and cli.plugin == ["a"]
+    built = [run_config(o) for o in (cli, from_file, from_api)]
+    assert built[0].options == built[1].options == built[2].options and built[0].llm.fewshot_as_multiturn
+    assert built[0].method_params == built[2].method_params == {"mmr": {"lam": 0.5}}
+    # run_config.yaml round-trips: what a run writes, --config reads back to the same options
+    saved = tmp_path / "run_config.yaml"
+    saved.write_text(yaml.safe_dump(built[0].options))
+    assert config_options(saved) == cli
+    # a flag overrides the file's value, and only that one
+    flagged = RunOptions.from_args(run_parser(from_file).parse_args(["--k", "3"]), from_file.params)
+    assert flagged.k == 3 and flagged.n_test == 5 and flagged.params == from_file.params
     with pytest.raises(ConfigError, match=r"^bench.evaluate: bad value for 'temperature'"):
-        option_values(parser, {"temperature": "hot"}, "bench.evaluate")
+        RunOptions.from_mapping({"temperature": "hot"}, "bench.evaluate")
     with pytest.raises(ConfigError, match=r"^bench.evaluate: 'chat_template' must be one of auto, on, off$"):
-        option_values(parser, {"chat_template": "sometimes"}, "bench.evaluate")
+        RunOptions.from_mapping({"chat_template": "sometimes"}, "bench.evaluate")
+    with pytest.raises(ConfigError, match=r"^bench.evaluate: unknown option 'n_tests'; options: api_base, "):
+        RunOptions.from_mapping({"n_tests": 5}, "bench.evaluate")
+    with pytest.raises(ConfigError, match=r"^--temperature must be >= 0, got -1.0$"):
+        RunOptions.from_mapping({"temperature": -1}, "bench.evaluate")
+    with pytest.raises(ConfigError, match=r"^--method-budget wants METHOD=POSITIVE_COUNT"):
+        RunOptions.from_args(run_parser().parse_args(["--method-budget", "knn"]))
     with pytest.raises(ConfigError, match=r"^bench.evaluate: --param wants METHOD.NAME=VALUE"):
         method_params_of(["lam=0.5"], "bench.evaluate")
