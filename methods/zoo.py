@@ -1,5 +1,5 @@
 """Imports every built-in selector so that its @register runs."""
-from methods import (bm25, bridge, case_dynamic, case_static, dearicl_dynamic, dearicl_noexplore,  # noqa: F401
+from methods import (bm25, bridge, case_dynamic, ceil, case_static, dearicl_dynamic, dearicl_noexplore,  # noqa: F401
                      dearicl_pac_dynamic, dearicl_pac_static, dearicl_random, dearicl_static, dpp, explora, few_shot,
                      knn, lens, listnet, lucb_static, mmr, ndcgloss2pp, neuralndcg, neuralndcg_norm, pirank, udr, votek, zero_shot)
 
@@ -8,4 +8,4 @@ from methods import (bm25, bridge, case_dynamic, case_static, dearicl_dynamic, d
 PAPER_ORDER = ("zero-shot", "few-shot", "lens", "explora", "bridge", "case-static", "dearicl-static", "knn", "mmr",
                "pirank", "neuralndcg", "listnet", "udr", "ndcgloss2pp", "neuralndcg-norm", "case-dynamic",
                "dearicl-dynamic", "dearicl-noexplore", "dearicl-random", "dearicl-pac-static", "dearicl-pac-dynamic",
-               "lucb-static", "bm25", "dpp", "votek")
+               "lucb-static", "bm25", "dpp", "votek", "ceil")

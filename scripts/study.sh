@@ -38,9 +38,10 @@ mkdir -p "$RUNS"
 # cell (udr@dearicl-data: 100 epochs of two MiniLM encoders on DEARICL's 10 lists, 40 arm texts each: 110 min on
 # 2026-11-25; udr: 3 mining rounds of 10 epochs on 50 lists, 120 optimiser steps in all: 42 min, fourth session;
 # case-dynamic at 13 pulls a query: 28.5 min, its 200 queries asking 26000 calls of which the cache answered 23070)
-# (bm25, dpp, votek: OpenICL's retrieval baselines, added 2026-11-28: estimated as knn's 5 minutes, not measured)
+# (bm25, dpp, votek: OpenICL's retrieval baselines, added 2026-11-28: estimated as knn's 5 minutes, not measured;
+#  ceil, added 2026-11-28: 1000 five-shot log-likelihood calls (configs/study.yaml), estimated at 30, not measured)
 RQ2_CELLS=(zero-shot:2 few-shot:2 lens:26 explora:10 bridge:5 case-static:15 dearicl-static:2 knn:5 mmr:5
-  bm25:5 dpp:5 votek:5
+  bm25:5 dpp:5 votek:5 ceil:30
   pirank:4 pirank@dearicl-data:3 neuralndcg:4 neuralndcg@dearicl-data:3 listnet:4 listnet@dearicl-data:3
   ndcgloss2pp:4 ndcgloss2pp@dearicl-data:3 neuralndcg-norm:4 neuralndcg-norm@dearicl-data:3
   dearicl-dynamic:3 dearicl-noexplore:5 dearicl-random:5 lucb-static:18 dearicl-pac-static:18

@@ -37,6 +37,7 @@ PARAMS = {
     "explora": {"n_arms": 24, "iterations": 4, "u_size": 6, "v_size": 3},
     "bridge": {"n_candidates": 24, "n_init": 6, "n_iter": 14, "rounds": 1},
     "udr": {"n_train_queries": 16, "n_candidates": 8, "rounds": 1, "epochs": 2},
+    "ceil": {"n_train_queries": 16, "n_subsets": 8, "epochs": 2},
     "case-dynamic": {**BANDIT, "pulls_per_query": 6},
     "udr@dearicl-data": {**BANDIT, "epochs": 2},
     "dearicl-noexplore": {**BANDIT, "initial_arms": 8, "train_rounds": 2},
@@ -50,7 +51,7 @@ SELECTORS = sorted(n for n in available() if n not in SKIP)
 RETRIEVERS = ("knn", "mmr", "bm25", "dpp", "votek")
 # per-query choices by a trained model over a fixed set of candidate arms (`candidates_`, `candidate_scores`)
 RANKERS = sorted(n for n in SELECTORS if available()[n].level == "instance" and n not in
-                 (*RETRIEVERS, "udr", "case-dynamic"))
+                 (*RETRIEVERS, "udr", "ceil", "case-dynamic"))
 
 
 def params_for(name: str) -> dict:
@@ -116,7 +117,7 @@ def test_what_is_chosen_beats_most_fixed_sets(name, world, fits):
     assert mean > np.percentile(random_sets, 75), (name, mean, np.percentile(random_sets, [50, 75, 100]))
 
 
-@pytest.mark.parametrize("name", [*RETRIEVERS, "udr", "case-dynamic"])
+@pytest.mark.parametrize("name", [*RETRIEVERS, "udr", "ceil", "case-dynamic"])
 def test_retrieval_reads_the_query(name, world, fits):
     """Retrieval and per-query bandits pick same-rule demonstrations, so other rules get other sets."""
     task, splits = world
@@ -233,7 +234,8 @@ def _changed(value):
     if isinstance(value, int):
         return value + 1
     if isinstance(value, float):
-        return value * 0.5 + 0.01
+        changed = value * 0.5 + 0.01
+        return changed if changed != value else value + 0.01  # 0.02 is its own image under the first rule
     return None
 
 
