@@ -58,3 +58,14 @@ def pytest_collection_modifyitems(config, items):
     if len(kept) < len(items):
         config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("benchmark")])
         items[:] = kept
+
+
+@pytest.fixture
+def one_torch_thread():
+    """One torch thread for a test: two on this shared 2-core machine are many times slower than one."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

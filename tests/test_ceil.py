@@ -19,12 +19,7 @@ TOPICS = ("how fast the river flows past the old stone bridge", "which colour th
 PARTNER = {0: 1, 1: 0, 2: 3, 3: 2}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def topic_items(n: int, start: int = 0, split: str = "pool") -> list[Item]:

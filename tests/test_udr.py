@@ -25,13 +25,7 @@ METAL = "iron copper zinc nickel cobalt"
 FRUIT_MARKS, METAL_MARKS = ("zq", "kb", "pm"), ("vx", "tr", "hl")
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # two torch threads on this shared 2-core machine are many times slower than one
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def toy_items(n: int, start: int = 0, split: str = "pool") -> list[Item]:
