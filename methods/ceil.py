@@ -202,6 +202,10 @@ class CEIL(Selector):
         q_model.eval()
         return q_model, losses
 
+    def selection_call_bound(self, n_val: int, n_test: int) -> int:
+        """One log-likelihood call a candidate subset of each training query (fewer on a small pool)."""
+        return self.n_train_queries * self.n_subsets
+
     def scale(self) -> dict:
         summary = getattr(self, "summary_", None)
         if summary is None:

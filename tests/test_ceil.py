@@ -100,6 +100,7 @@ def test_each_subset_is_one_lm_call_with_the_nearest_demonstration_last_and_neve
         partner_loglik(contexts, targets)
     selector = CEIL(k=3, n_train_queries=4, n_subsets=6, epochs=1).fit(ctx)
     assert [len(c) for c, _ in seen] == [6] * 4 and selector.summary_["queries_scored"] == 4
+    assert selector.selection_call_bound(3, 5) == 4 * 6 == sum(len(c) for c, _ in seen)  # what --dry-run plans
     for contexts, targets in seen:
         numbers = [[int(x) for x in re.findall(r"Question (\d+):", c)] for c in contexts]
         query = numbers[0][-1]
