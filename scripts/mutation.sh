@@ -60,7 +60,8 @@ EOF
     [[ -n "$names" ]] || names="$module"
     # the behavioural tests and the selector unit-test files, each narrowed to the tests naming these selectors
     files=$(cd "$ROOT" && ls tests/test_selector_behaviour.py tests/test_selectors.py tests/test_bandit_selectors.py \
-            tests/test_lens_explora.py tests/test_ltr.py tests/test_udr.py tests/test_bridge.py tests/test_retrievers.py 2>/dev/null)
+            tests/test_lens_explora.py tests/test_ltr.py tests/test_udr.py tests/test_bridge.py tests/test_retrievers.py \
+            tests/test_ceil.py 2>/dev/null)
     tests="$(printf '"%s", ' $files)\"-m\", \"not slow\", \"-k\", \"${names}\""
   else
     files=$(cd "$ROOT" && grep -lE "(from|import) dearicl(\.$module\b| import .*\b$module\b)" tests/test_*.py || true)
