@@ -50,7 +50,7 @@ from bench.encoder import item_text
 from bench.errors import BudgetExhausted, ConfigError, FitFailed
 from bench.items import Item
 from methods.base import FitContext, Selector, register
-from methods.dpp import dpp_kernel, greedy_map
+from methods.dpp import dpp_kernel, map_with_fill
 from methods.udr import embed, encode_texts
 
 RIDGE = 1e-6  # added to the kernel's diagonal in training (its largest entry is 1)
@@ -220,10 +220,9 @@ class CEIL(Selector):
         ground = self.ground_set(query_emb)
         _, kernel = dpp_kernel(self.pool_emb_[ground] @ query_emb, self.pool_emb_[ground], self.scale_factor)
         kernel = kernel.astype(np.float64)
-        chosen = greedy_map(kernel, self.k)
-        if len(chosen) < self.k:  # a degenerate kernel (duplicates): fill with the most relevant others
-            chosen += [i for i in range(len(ground)) if i not in chosen][: self.k - len(chosen)]
+        chosen = map_with_fill(kernel, self.k)
         return self.prompt_demos(ground[sorted(chosen)])  # ground-set order (nearest first), reversed in the prompt
 
     def trace(self) -> list[dict]:
-        return [self.summary_] if hasattr(self, "summary_") else []
+        summary = getattr(self, "summary_", None)
+        return [summary] if summary else []

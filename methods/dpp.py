@@ -56,6 +56,13 @@ def greedy_map(kernel: np.ndarray, k: int) -> list[int]:
     return chosen
 
 
+def map_with_fill(kernel: np.ndarray, k: int) -> list[int]:
+    """The greedy MAP's k members; a degenerate kernel (duplicates) is filled with the first others, which are the
+    most relevant where the ground set is ordered by relevance."""
+    chosen = greedy_map(kernel, k)
+    return chosen + [i for i in range(len(kernel)) if i not in chosen][: k - len(chosen)]
+
+
 @register("dpp")
 class DPP(KNN):
     table_group = "retrieval"
@@ -72,9 +79,7 @@ class DPP(KNN):
         sims = self.query_similarities(query)
         near = np.argsort(-sims, kind="stable")[: self.candidates]
         relevance, kernel = dpp_kernel(sims[near], self.pool_emb_[near], self.scale_factor)
-        chosen = greedy_map(kernel, self.k)
-        if len(chosen) < self.k:  # a degenerate kernel (duplicates): fill with the most relevant others
-            chosen += [i for i in range(len(near)) if i not in chosen][: self.k - len(chosen)]
+        chosen = map_with_fill(kernel, self.k)
         chosen.sort(key=lambda i: (relevance[i], -i))  # the most relevant last, next to the query
         return [self.pool_[near[i]] for i in chosen]
 
