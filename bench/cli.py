@@ -13,8 +13,8 @@ from pathlib import Path
 
 from bench.errors import BenchError, ConfigError
 from bench.options import HelpFormatter, Parser, default_data_dir
-from bench.run_options import ALL_TASKS, RunOptions, add_run_options, method_budgets, run_folders
-from bench.run_options import count_or_all as _count_or_all, csv as _csv, param as _param, positive as _positive
+from bench.run_options import RunOptions, add_run_options, method_budgets, run_folders
+from bench.run_options import csv as _csv, param as _param, positive as _positive
 from bench.tasks.base import CALIBRATIONS, REWARDS, SCORINGS
 
 SUBCOMMANDS = {  # name -> what it does, for `python -m bench --help`

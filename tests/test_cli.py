@@ -115,7 +115,8 @@ def test_version_names_the_package_and_commit(capsys):
 
 
 def test_subcommand_help_shows_defaults_and_n_test_takes_all(capsys):
-    from bench.cli import _count_or_all, main, run_parser
+    from bench.cli import main, run_parser
+    from bench.run_options import count_or_all as _count_or_all
 
     with pytest.raises(SystemExit):
         main(["compare", "--help"])
