@@ -219,7 +219,6 @@ class CEIL(Selector):
         query_emb = encode_texts(self.q_model_, [item_text(query)])[0]
         ground = self.ground_set(query_emb)
         _, kernel = dpp_kernel(self.pool_emb_[ground] @ query_emb, self.pool_emb_[ground], self.scale_factor)
-        kernel = kernel.astype(np.float64)
         chosen = map_with_fill(kernel, self.k)
         return self.prompt_demos(ground[sorted(chosen)])  # ground-set order (nearest first), reversed in the prompt
 

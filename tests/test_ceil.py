@@ -140,6 +140,8 @@ def test_scale_reports_the_training_size(encoder):
     assert CEIL().scale() == {}
     selector, _ = fitted(encoder, topic_items(12), n_train_queries=5, n_subsets=4, epochs=2, batch_queries=2)
     assert selector.scale() == {"training queries": 5, "subsets a query": 4, "optimiser steps": 6}
+    assert CEIL().trace() == [] and selector.trace() == [selector.summary_]  # the fit's line in fits.jsonl
+    assert selector.summary_["queries_scored"] == 5 and selector.summary_["subsets_per_query"] == 4
     assert item_text(selector.pool_[0]) == selector.pool_[0].question
 
 
