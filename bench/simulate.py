@@ -21,11 +21,12 @@ from dearicl.arms import arm_embeddings, build_arms, cluster_labels, slot_simila
 from dearicl.bandit import BanditConfig, GapIndexTopM
 from dearicl.confidence import (CONFIDENCE_SEQUENCES, LUCB, QuantileLUCB, quantile_sample_size, quantile_target,
                                 true_simple_regret)
-from dearicl.environments import EmbeddingEnvironment, LinearEnvironment, load_reward_module
+from dearicl.environments import (EmbeddingEnvironment, LinearEnvironment, PopulationEnvironment, RecordedEnvironment,
+                                  load_reward_module)
 from dearicl.paired import PairedLUCB
 from dearicl.pac import CertifiedTopM, PacConfig
 from dearicl.surrogates import LinearSurrogate, NeuralConfig, NeuralSurrogate
-from dearicl.testbeds import FAMILIES, TableEnvironment, check_noise, make_instance
+from dearicl.testbeds import FAMILIES, TableEnvironment, check_noise, make_instance, realize_population
 
 @dataclass(frozen=True)
 class SimMethod:
@@ -106,13 +107,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--n-arms", type=int, default=100, help="arms (k-subsets of the pool) per instance")
     p.add_argument("--n-val", type=int, default=20, help="validation queries: a pull returns one reward per query")
     p.add_argument("--protocol", choices=["fixed", "population"], default="fixed",
-                   help="table:FILE: fixed = every pull covers the same --n-val items (the target is their mean); "
+                   help="fixed = every pull covers the same --n-val items (the target is their mean); "
                         "population = pull t of every arm draws batch t of one shuffle of the whole pool without "
-                        "replacement (the target is the pool mean; lucb-wor)")
+                        "replacement (the target is the pool mean; lucb-wor, lucb-paired-wor): a table's validation "
+                        "pool, or a family's --n-val queries with one realized reward per (arm, query)")
     p.add_argument("--rho", type=float, default=0.1,
                    help="lucb-quantile: certify one arm within epsilon of the top rho fraction of the arms")
     p.add_argument("--batch", type=int, default=None,
-                   help="--protocol population: rewards per pull (default --n-val)")
+                   help="--protocol population: rewards per pull (a table: default --n-val; a family: required)")
     p.add_argument("--k", type=int, default=5, help="demonstrations per arm")
     p.add_argument("--cold-start", type=int, default=5, help="arms pulled once before the first round")
     p.add_argument("--reward-module", type=Path, help="custom: file defining reward(query_embedding, demo_embeddings, rng)")
@@ -184,8 +186,12 @@ class World:
 def parse_methods(args, linear: bool) -> list[str]:
     spec = args.methods or ("case" if linear else DEFAULT_METHODS)
     population = args.protocol == "population"
-    if population and not args.env.startswith("table:"):
-        raise ConfigError("--protocol population samples a recorded table's pool without replacement: use --env table:FILE")
+    if population and not (args.env.startswith("table:") or args.env in FAMILIES):
+        raise ConfigError("--protocol population samples a finite pool without replacement: use --env table:FILE or a "
+                          f"testbed family ({', '.join(FAMILIES)})")
+    if population and args.env in FAMILIES and not (args.batch and args.batch < args.n_val):
+        raise ConfigError("--protocol population on a testbed family: --n-val is the pool, give --batch below it "
+                          "(rewards per pull)")
     methods = list(SIM_METHODS) if spec == "all" else spec.split(",")
     if spec == "all":
         methods = ["case"] if linear else [n for n in methods if (SIM_METHODS[n].cs == "wor") == population]
@@ -197,7 +203,7 @@ def parse_methods(args, linear: bool) -> list[str]:
                               "population only lucb-wor and lucb-paired-wor run (their sequences sample without replacement)")
         if not population and SIM_METHODS[name].cs == "wor":
             raise ConfigError(f"'{name}' samples a finite population without replacement: add --protocol population "
-                              "(with --env table:FILE)")
+                              "(with --env table:FILE or a testbed family)")
         kind = SIM_METHODS[name].kind
         if linear and kind in ("neural", "pac"):
             raise ConfigError(f"'{name}' needs query embeddings: use --env nonlinear or another family")
@@ -215,7 +221,6 @@ def table_world(args, env_info: dict):
     from bench.encoder import Encoder
     from bench.reward_table import RewardTable, table_splits
     from dearicl.arms import ArmSet
-    from dearicl.environments import PopulationEnvironment, RecordedEnvironment
 
     path = Path(args.env.split(":", 1)[1])
     table = RewardTable.load(path)
@@ -276,7 +281,8 @@ def worlds(args, noise: float, env_info: dict):
         check_noise(noise)  # before the encoder loads
     demo, queries = embedding_world(args)
     env_info.update(task=args.task, n_arms=args.n_arms, n_val=len(queries), pool_size=args.pool_size, k=args.k,
-                    reward_module=str(args.reward_module) if args.reward_module else None)
+                    reward_module=str(args.reward_module) if args.reward_module else None, protocol=args.protocol,
+                    batch=args.batch if args.protocol == "population" else None)
 
     def features(arms) -> dict:
         return {"case_features": slot_similarity_features(arms, demo, queries),
@@ -294,7 +300,12 @@ def worlds(args, noise: float, env_info: dict):
     def instance(run: int) -> World:
         if run not in cache:
             inst = make_instance(args.env, demo, queries, labels, args.n_arms, args.k, seed=[args.seed, run, 1])
-            cache[run] = World(lambda rng: TableEnvironment(inst.p, noise, rng), **features(inst.arms))
+            if args.protocol == "population":  # the pool: one realized reward per (arm, query), sampled w/o replacement
+                values = realize_population(inst.p, noise, np.random.default_rng([args.seed, run, 3]))
+                make = lambda rng: PopulationEnvironment(values, np.arange(len(queries)), args.batch, rng)  # noqa: E731
+            else:
+                make = lambda rng: TableEnvironment(inst.p, noise, rng)  # noqa: E731
+            cache[run] = World(make, **features(inst.arms))
         return cache[run]
 
     return instance

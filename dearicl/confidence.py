@@ -63,18 +63,32 @@ def anytime_radius(n: int, var: float, delta: float) -> float:
     return min(1.0, hoeffding_radius(n, delta_n / 2), empirical_bernstein_radius(n, var, delta_n / 2))
 
 
-def place_bets(cs, arm: int, x: float, centre: np.ndarray) -> None:
-    """One observation x of `arm` against every candidate mean of a betting sequence's grid, whose conditional means
-    are `centre` (the candidates themselves when i.i.d.): the predictable plug-in bets of Waudby-Smith & Ramdas,
-    c = 1/2, then the running mean and variance that set the next bet."""
-    t = cs.n[arm] + 1
-    var = cs.sq[arm] / t  # sigma_{t-1}^2 from the first t-1 observations (predictable)
-    lam = math.sqrt(2.0 * math.log(2.0 / cs.delta) / (var * t * math.log(t + 1.0)))
-    cs.log_up[arm] += np.log1p(np.minimum(lam, 0.5 / centre) * (x - centre))
-    cs.log_down[arm] += np.log1p(-np.minimum(lam, 0.5 / (1.0 - centre)) * (x - centre))
-    running = (0.5 + cs.sum[arm]) / t  # mu_{t-1}, before this observation
-    cs.n[arm], cs.sum[arm] = t, cs.sum[arm] + x
-    cs.sq[arm] += (x - running) ** 2
+def place_bets(cs, arm: int, xs: np.ndarray, centres) -> None:
+    """Observations xs of `arm`, in order, against every candidate mean of a betting sequence's grid: the predictable
+    plug-in bets of Waudby-Smith & Ramdas, capped at c / centre (c = `cs.bet_cap`), then the running mean
+    and variance that set the next bet. `centres(sums)` gives each observation's conditional means [len(xs), grid]
+    from the running sums before it (the candidates themselves when i.i.d.). The scalars run in order, the grid rows
+    as one array, added row by row: the same sums as one observation at a time."""
+    xs = np.asarray(xs, dtype=np.float64)
+    n, total, sq = int(cs.n[arm]), float(cs.sum[arm]), float(cs.sq[arm])
+    lams, sums_before = np.empty(len(xs)), np.empty(len(xs))
+    for i, x in enumerate(xs):
+        t = n + i + 1
+        # sigma_{t-1}^2 from the first t-1 observations (predictable)
+        lams[i] = math.sqrt(2.0 * math.log(2.0 / cs.delta) / (sq / t * t * math.log(t + 1.0)))
+        sums_before[i] = total
+        running = (0.5 + total) / t  # mu_{t-1}, before this observation
+        total += float(x)
+        sq += (float(x) - running) ** 2
+    centre = centres(sums_before)  # [observations, grid]
+    c = cs.bet_cap
+    gain = (xs[:, None] - centre)
+    up = np.log1p(np.minimum(lams[:, None], c / centre) * gain)
+    down = np.log1p(-np.minimum(lams[:, None], c / (1.0 - centre)) * gain)
+    for i in range(len(xs)):
+        cs.log_up[arm] += up[i]
+        cs.log_down[arm] += down[i]
+    cs.n[arm], cs.sum[arm], cs.sq[arm] = n + len(xs), total, sq
 
 
 def grid_interval(cs, arms: np.ndarray, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -104,7 +118,7 @@ class BettingCS:
     """
 
     def __init__(self, n_arms: int, delta: float, grid: int = 1000):
-        self.delta = delta
+        self.delta, self.bet_cap = delta, 0.5
         self.m = (np.arange(grid) + 0.5) / grid  # midpoints of [0, 1]
         self.step = 1.0 / grid
         self.log_up = np.zeros((n_arms, grid))
@@ -114,7 +128,7 @@ class BettingCS:
         self.sq = np.full(n_arms, 0.25)  # the plug-in variance's prior term
 
     def add(self, arm: int, x: float) -> None:
-        place_bets(self, arm, x, self.m)  # i.i.d.: each observation's mean is the candidate mean itself
+        place_bets(self, arm, [x], lambda sums: self.m[None, :])  # i.i.d.: each mean is the candidate itself
 
     def bounds(self, arm: int) -> tuple[float, float]:
         lower, upper = self.all_bounds(np.array([arm]))
@@ -306,11 +320,14 @@ class WoRBettingCS:
     m, so prod (1 + lam_i (X_i - mu_i(m))) is a nonnegative martingale for predictable lam_i in [0, 1/mu_i(m)], and
     the same with -lam_i up to 1/(1 - mu_i(m)); m leaves the set once the averaged capital reaches 1/delta (Ville's
     inequality), or once mu_t(m) leaves [0, 1] (no remaining population could have that mean). After all N, the
-    interval is the exact mean. Grid steps are added to both ends, as in `BettingCS`.
+    interval is the exact mean. Grid steps are added to both ends, as in `BettingCS`. Bets are capped at
+    bet_cap / mu_t(m) (1/2 as in `BettingCS`; any cap below 1 keeps the capital positive, so the sequence is valid).
     """
 
-    def __init__(self, n_arms: int, delta: float, population: int, grid: int = 1000):
-        self.delta, self.population = delta, int(population)
+    def __init__(self, n_arms: int, delta: float, population: int, grid: int = 1000, bet_cap: float = 0.5):
+        if not 0 < bet_cap < 1:  # 1 + lam (x - mu) >= 1 - c > 0: the capital stays positive, so Ville applies
+            raise ConfigError(f"bet_cap must be in (0, 1), got {bet_cap}")
+        self.delta, self.population, self.bet_cap = delta, int(population), bet_cap
         self.m = (np.arange(grid) + 0.5) / grid
         self.step = 1.0 / grid
         self.log_up = np.zeros((n_arms, grid))
@@ -322,13 +339,19 @@ class WoRBettingCS:
 
     def add(self, arm: int, rewards: np.ndarray) -> None:
         big_n = self.population
-        for x in check_unit_interval(rewards, arm):
-            t = int(self.n[arm]) + 1
-            if t > big_n:  # the arm has seen its whole population: a repeat adds nothing
-                return
-            mu = (big_n * self.m - self.sum[arm]) / (big_n - t + 1)  # E[X_t | past] for each candidate mean
-            self.possible[arm] &= (mu >= 0.0) & (mu <= 1.0)
-            place_bets(self, arm, float(x), np.clip(mu, 1e-12, 1.0 - 1e-12))
+        # past the whole population a repeat adds nothing
+        xs = check_unit_interval(rewards, arm)[: max(0, big_n - int(self.n[arm]))]
+        if not len(xs):
+            return
+        t = int(self.n[arm]) + 1 + np.arange(len(xs))
+
+        def centres(sums_before: np.ndarray) -> np.ndarray:
+            # E[X_t | past] for each candidate mean
+            mu = (big_n * self.m[None, :] - sums_before[:, None]) / (big_n - t + 1)[:, None]
+            self.possible[arm] &= ((mu >= 0.0) & (mu <= 1.0)).all(axis=0)
+            return np.clip(mu, 1e-12, 1.0 - 1e-12)
+
+        place_bets(self, arm, xs, centres)
 
     def all_bounds(self, arms: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         arms = np.arange(len(self.n)) if arms is None else np.asarray(arms)

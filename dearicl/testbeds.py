@@ -6,7 +6,9 @@ calibrates it the same way: p = clip(a + b * latent, 0.01, 0.99), with a and b s
 over queries) span [0.2, 0.9], so that epsilon = 0.1 separates good from bad arms on every family. A pull draws
 each query's reward from Beta(kappa p, kappa (1 - p)): bounded in [0, 1] like BERTScore or accuracy, with mean
 exactly p, so the true arm means are exact (no clipped noise). kappa = 1 / (4 noise^2) - 1 gives a per-query
-standard deviation of `noise` at p = 1/2.
+standard deviation of `noise` at p = 1/2. Under the population protocol (`bench simulate --protocol population`) an
+instance is realized once, one Beta draw per (arm, query) (`realize_population`), and that finite pool, sampled
+without replacement, is the population whose mean is the truth.
 
 The families (one paragraph each in dearicl/README.md):
 - nonlinear: a random ReLU-net function of the query and the arm's MEAN demonstration embedding (quality,
@@ -60,13 +62,25 @@ def check_noise(noise: float) -> None:
         raise ConfigError(f"--noise must be in (0, 0.5) for Beta rewards in [0, 1], got {noise}")
 
 
+def beta_concentration(noise: float) -> float:
+    """kappa of the Beta(kappa p, kappa (1 - p)) rewards: standard deviation `noise` at p = 1/2."""
+    check_noise(noise)
+    return 1.0 / (4.0 * noise**2) - 1.0
+
+
+def realize_population(p: np.ndarray, noise: float, rng: np.random.Generator) -> np.ndarray:
+    """One Beta reward per (arm, query), as one pull of every arm would draw: a SIMULATED finite population
+    [arms, queries, 1] for the population protocol, whose truth is the mean of these very rewards."""
+    kappa = beta_concentration(noise)
+    return rng.beta(kappa * p, kappa * (1.0 - p))[:, :, None]
+
+
 class TableEnvironment(Simulated):
     """A SIMULATED environment over an instance: a pull draws one Beta reward per validation query."""
 
     def __init__(self, p: np.ndarray, noise: float, rng: np.random.Generator):
-        check_noise(noise)
         self.p, self.rng = p, rng
-        self.kappa = 1.0 / (4.0 * noise**2) - 1.0
+        self.kappa = beta_concentration(noise)
         self.n_arms = len(p)
         self.true_means = p.mean(axis=1)
 

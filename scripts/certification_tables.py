@@ -33,14 +33,16 @@ def tables(folder: Path) -> str:
     for family in FAMILIES:
         name = family + (" (epsilon 0.03)" if family == "difficulty" else "")
         out.append(f"| {name} | " + " | ".join(cell(rows.get(family, {}).get(m)) for m in METHODS) + " |")
-    out += ["", "| table (RECORDED) | `lucb-wor` | `lucb-paired-wor` | paired / wor: pulls, calls | `lucb-quantile` "
-            "(fixed set = the pool) | its regret |", "|---|---|---|---|---|---|"]
-    for task in TABLES:
-        pop, quantile = rows.get(f"table-{task}-population", {}), rows.get(f"table-{task}-quantile", {})
+    out += ["", "| population protocol: table (RECORDED) or family (SIMULATED) | `lucb-wor` | `lucb-paired-wor` | "
+            "paired / wor: pulls, calls | `lucb-quantile` (fixed set = the pool) | its regret |", "|---|---|---|---|---|---|"]
+    for task in ["difficulty", *TABLES]:
+        part = "difficulty-population" if task == "difficulty" else f"table-{task}-population"
+        pop, quantile = rows.get(part, {}), rows.get(f"table-{task}-quantile", {})
         wor, paired, q = pop.get("lucb-wor"), pop.get("lucb-paired-wor"), quantile.get("lucb-quantile")
         ratio = (f"{paired['mean_pulls'] / wor['mean_pulls']:.2f}, {paired['mean_calls'] / wor['mean_calls']:.2f}"
                  if wor and paired else "-")
-        name = task + (" (epsilon 0.005)" if task == "wmt19" else "")
+        name = {"wmt19": "wmt19 (epsilon 0.005)",
+                "difficulty": "difficulty (SIMULATED; 1,000-query pool, batches of 20, epsilon 0.03)"}.get(task, task)
         out.append(f"| {name} | {cell(wor)} | {cell(paired)} | {ratio} | {cell(q)} | "
                    f"{q['mean_simple_regret']:.3f} |" if q else f"| {name} | {cell(wor)} | {cell(paired)} | {ratio} | - | - |")
     return "\n".join(out)

@@ -8,7 +8,8 @@ set -euo pipefail
 TABLE="$1"; OUT="$2"; RUNS="${RUNS:-50}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PY="$ROOT/.venv/bin/python"
-export HF_HUB_OFFLINE=1 BENCH_DATA_DIR="${BENCH_DATA_DIR:-$ROOT/../shared/data}"
+# one torch thread: a neural fit's float sums differ between thread counts, and so do DEARICL's stop rounds (8-28 of 50 runs)
+export HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 BENCH_DATA_DIR="${BENCH_DATA_DIR:-$ROOT/../shared/data}"
 mkdir -p "$OUT"
 timed() { local label="$1"; shift; local began; began=$(date +%s); "$@"; echo "$label: $(( $(date +%s) - began )) s" >> "$OUT/times.log"; }
 # the study's settings: 10 validation items a pull, m = 10, eps = 0.1, delta = 0.05, at most 300 pulls (3000 calls)

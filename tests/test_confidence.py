@@ -334,3 +334,42 @@ def test_kl_sequence_takes_its_union_over_the_pull_counts():
         cs.add(0, x)
     low, high = cs.all_bounds()
     assert (low[0], high[0]) == pytest.approx(kl_bounds(0.6, 30, np.log(2 * 3 * 4 / 0.05)))
+
+
+def test_a_batch_of_bets_is_the_same_sums_as_its_observations_one_at_a_time():
+    """place_bets runs a pull's observations as one array: the capital, counts and plug-in variance must equal, bit
+    for bit, feeding them one at a time; past the whole population a batch is cut, as single observations stop."""
+    from dearicl.confidence import BettingCS, WoRBettingCS
+
+    rng = np.random.default_rng(0)
+    xs = rng.uniform(0, 1, 37)
+    batched, single = WoRBettingCS(1, 0.05, 30), WoRBettingCS(1, 0.05, 30)
+    for chunk in np.array_split(xs, 4):
+        batched.add(0, chunk)
+    for x in xs:
+        single.add(0, np.array([x]))
+    for name in ("log_up", "log_down", "possible", "n", "sum", "sq"):
+        np.testing.assert_array_equal(getattr(batched, name), getattr(single, name), err_msg=name)
+    assert batched.n[0] == 30
+    np.testing.assert_allclose(batched.all_bounds(), [[xs[:30].mean()]] * 2, rtol=0, atol=1e-15)  # seen all: exact
+    iid = BettingCS(1, 0.05)
+    for x in xs[:5]:
+        iid.add(0, float(x))
+    assert iid.n[0] == 5 and iid.sum[0] == pytest.approx(xs[:5].sum())
+
+
+def test_the_bet_cap_keeps_the_capital_positive_and_a_higher_cap_narrows_a_low_variance_sequence():
+    from dearicl.confidence import WoRBettingCS
+
+    for cap in (0.0, 1.0, 1.5):
+        with pytest.raises(ConfigError, match="bet_cap must be in"):
+            WoRBettingCS(1, 0.05, 100, bet_cap=cap)
+    xs = 0.5 + np.random.default_rng(1).normal(0, 0.02, 2000).clip(-0.5, 0.5)  # concentrated near 1/2
+    widths = {}
+    for cap in (0.5, 0.9):
+        cs = WoRBettingCS(1, 1e-4, 2000, bet_cap=cap)
+        cs.add(0, xs[:300])
+        lower, upper = cs.all_bounds()
+        assert lower[0] <= xs.mean() <= upper[0]
+        widths[cap] = upper[0] - lower[0]
+    assert widths[0.9] < 0.8 * widths[0.5]

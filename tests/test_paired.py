@@ -84,3 +84,45 @@ def test_paired_sequences_refuse_a_mismatched_protocol_and_unequal_pulls():
     pairs.add(1, np.ones(5))
     with pytest.raises(ConfigError, match="cover 4 and 5 items"):
         pairs.lower(0, 1)
+
+
+def test_the_lower_bound_matrix_equals_each_pairs_bound_and_reads_only_pairs_with_new_pulls():
+    from dearicl.environments import PopulationEnvironment
+    from dearicl.paired import PAIR_BET_CAP
+
+    values = shared_difficulty(6, 1)[:, :, None]
+    env = PopulationEnvironment(values, np.arange(values.shape[1]), 5, np.random.default_rng(0))
+    pairs = PairSequences("wor", 0.01, env.population)
+    n = np.zeros(6, dtype=np.int64)
+    for arm in [0, 1, 2, 3, 4, 5, 0, 3, 3]:
+        pairs.add(arm, env.pull(arm))
+        n[arm] += 1
+    rows, cols = np.array([0, 3]), np.array([1, 2, 4, 5])
+    matrix = pairs.lower_matrix(rows, cols, n)
+    np.testing.assert_array_equal(matrix, [[pairs.lower(j, o) for o in cols] for j in rows])
+    assert all(cs.bet_cap == PAIR_BET_CAP for cs, _ in pairs.sequences.values())
+    asked = []
+    pairs.lower = lambda a, b: asked.append((a, b)) or 0.0
+    pairs.add(1, env.pull(1))
+    n[1] += 1
+    pairs.lower_matrix(rows, cols, n)
+    assert asked == [(0, 1), (3, 1)]  # only arm 1's pairs have a new paired pull; (0, 2), (3, 4), ... are kept
+
+
+def test_one_batch_of_ten_cannot_set_an_outsider_aside():
+    """dearicl/README.md's argument that half of lucb-wor's pulls is out of reach on the 0/1 tables (K = 100, m = 10,
+    50-item pool, batches of 10, epsilon 0.1): after one batch, neither the outsider's own bound nor the pair's
+    can exclude it, so every outsider needs two pulls; after two extreme batches the pair can."""
+    from dearicl.confidence import WoRBettingCS
+    from dearicl.paired import PAIR_BET_CAP
+
+    k, m, delta = 100, 10, 0.05
+    own = WoRBettingCS(1, delta / (2 * k), 50)
+    own.add(0, np.zeros(10))  # the best case for the outsider's exclusion: ten rewards of 0
+    assert own.all_bounds()[1][0] == pytest.approx(0.67, abs=0.005)
+    for cap, after_one in ((PAIR_BET_CAP, -0.26), (0.5, -0.45)):
+        pair = WoRBettingCS(1, delta / (2 * m * (k - m)), 50, bet_cap=cap)
+        pair.add(0, np.ones(10))  # (X_j - X_o + 1) / 2 = 1 on every item: member right, outsider wrong
+        assert 2 * pair.all_bounds()[0][0] - 1 == pytest.approx(after_one, abs=0.005)
+        pair.add(0, np.ones(10))
+        assert 2 * pair.all_bounds()[0][0] - 1 > -0.1  # two batches can

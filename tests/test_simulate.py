@@ -61,7 +61,9 @@ def test_custom_reward_module(tmp_path, data_dir):
     (["--env", "custom", "--reward-module", "missing.py"], "reward module not found"),
     (["--env", "linear", "--methods", "dearicl"], "needs query embeddings"),
     (["--env", "linear", "--methods", "lucb"], "needs rewards in [0, 1]"),
-    (["--env", "nonlinear", "--protocol", "population"], "--protocol population samples a recorded table"),
+    (["--env", "linear", "--protocol", "population"], "--protocol population samples a finite pool"),
+    (["--env", "nonlinear", "--protocol", "population"], "give --batch below it"),
+    (["--env", "nonlinear", "--protocol", "population", "--n-val", "20", "--batch", "20"], "give --batch below it"),
     (["--env", "nonlinear", "--methods", "lucb-wor"], "add --protocol population"),
 ])
 def test_simulate_bad_input(tmp_path, capsys, monkeypatch, args, message):
@@ -113,3 +115,24 @@ def test_family_run_reports_every_metric_with_standard_errors(tmp_path, data_dir
 def test_family_noise_out_of_range_is_refused_before_any_model_loads(capsys):
     assert main(["simulate", "--env", "latent", "--noise", "0.7", "--no-progress"]) == 2
     assert "--noise must be in (0, 0.5)" in capsys.readouterr().err
+
+
+def test_population_protocol_on_a_family_certifies_the_realized_pool_and_pairing_cancels_its_difficulty(tmp_path,
+                                                                                                         data_dir):
+    """The difficulty family's shared per-query difficulty is noise to a per-arm sequence on random batches, and
+    cancels in a paired difference on the same batch: lucb-paired-wor must certify in fewer pulls than lucb-wor."""
+    out = tmp_path / "pop.json"
+    code = main(["simulate", "--env", "difficulty", "--protocol", "population", "--methods", "all",
+                 "--data-dir", str(data_dir), "--task", "aquarat", "--pool-size", "60", "--n-arms", "12",
+                 "--n-val", "200", "--batch", "10", "--m", "2", "--epsilon", "0.05", "--runs", "3",
+                 "--out", str(out), "--no-progress"])
+    assert code == 0
+    data = json.loads(out.read_text())
+    assert data["env"]["protocol"] == "population" and data["env"]["batch"] == 10 and data["env"]["simulated"]
+    rows = {r["method"]: r for r in data["results"]}
+    assert set(rows) == {"lucb-wor", "lucb-paired-wor"}  # 'all' under the population protocol: the wor sequences
+    for row in rows.values():
+        assert row["simulated"] and row["eps_error_rate"] == 0.0 and row["coverage"] == 1.0
+        assert row["stopped_by"] == {"certified": 3}, row
+    assert rows["lucb-paired-wor"]["mean_pulls"] < 0.8 * rows["lucb-wor"]["mean_pulls"], \
+        (rows["lucb-paired-wor"]["pulls"], rows["lucb-wor"]["pulls"])

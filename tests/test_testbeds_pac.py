@@ -8,7 +8,7 @@ from dearicl.bandit import BanditConfig, GapIndexTopM, gaps_covered
 from dearicl.confidence import intervals_cover
 from dearicl.pac import CertifiedTopM, PacConfig
 from dearicl.surrogates import NeuralConfig, NeuralSurrogate
-from dearicl.testbeds import FAMILIES, TableEnvironment, make_instance
+from dearicl.testbeds import FAMILIES, TableEnvironment, make_instance, realize_population
 
 
 def unit(x):
@@ -70,6 +70,16 @@ def test_table_environment_rewards_are_bounded_with_exact_means():
     assert np.std([half.pull(0)[0] for _ in range(4000)]) == pytest.approx(0.1, abs=0.01)
     with pytest.raises(ConfigError, match="--noise must be in"):
         TableEnvironment(p, 0.6, np.random.default_rng(0))
+
+
+def test_a_realized_population_is_one_beta_draw_per_arm_and_query():
+    p = np.tile(np.array([[0.2], [0.9]]), (1, 3000))
+    values = realize_population(p, 0.1, np.random.default_rng(0))
+    assert values.shape == (2, 3000, 1) and ((values >= 0) & (values <= 1)).all()
+    assert values[:, :, 0].mean(axis=1) == pytest.approx([0.2, 0.9], abs=0.01)  # mean p, as a pull's draws
+    assert values[0, :, 0].std() == pytest.approx(TableEnvironment(p, 0.1, np.random.default_rng(1)).pull(0).std(),
+                                                  rel=0.1)
+    assert np.array_equal(values, realize_population(p, 0.1, np.random.default_rng(0)))
 
 
 def test_gap_coverage_on_a_hand_built_case():
