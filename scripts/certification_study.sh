@@ -3,7 +3,7 @@
 # SIMULATED testbed families; dearicl-pac (certified: its stop reads the sequences alone) and dearicl-pac-model (not
 # a certificate, for its coverage) on every family (PAC_FAMILIES; a neural fit a round makes them ~20x slower);
 # lucb-wor and lucb-paired-wor (population protocol) and lucb-quantile (fixed set = the whole pool) on the RECORDED
-# tables. Two streams, one thread each; a part whose JSON exists is skipped, so a stopped study resumes. Then
+# tables; lucb-wor and lucb-paired-wor on the difficulty family under the population protocol. Two streams, one thread each; a part whose JSON exists is skipped, so a stopped study resumes. Then
 # OUT/tables.md.
 #   bash scripts/certification_study.sh [OUT_DIR]        (default studies/bandit/certification; RUNS=100)
 #   STREAMS="simulated" bash scripts/certification_study.sh     # one stream only (simulated or tables)
@@ -27,6 +27,10 @@ sim() {  # name, then bench simulate's arguments
 MODEL_FREE=lucb,lucb-kl,lucb-paired,lucb-quantile
 simulated() {
   sim difficulty --env difficulty --epsilon 0.03 --methods "$MODEL_FREE"  # realistic spreads: epsilon 0.03
+  # the population protocol on the same family: a 1000-query pool (GSM8K's carved validation), one realized reward per
+  # (arm, query), batches of 20 without replacement: the per-arm population LUCB against the paired one
+  sim difficulty-population --env difficulty --task gsm8k --n-val 1000 --protocol population --batch 20 \
+    --epsilon 0.03 --methods lucb-wor,lucb-paired-wor
   for fam in nonlinear slots pairwise order latent; do sim "$fam" --env "$fam" --methods "$MODEL_FREE"; done
   for fam in $PAC_FAMILIES; do
     local eps=0.1; [[ $fam == difficulty ]] && eps=0.03  # as the model-free row of that family
