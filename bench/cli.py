@@ -320,7 +320,9 @@ def cmd_simulate(argv: list[str]) -> int:
     print(f"{kind} environment '{env['name']}' (m={env['m']}, epsilon={env['epsilon']}, delta={env['delta']}):")
     for r in out["results"]:
         coverage = "  coverage n/a" if r["coverage"] is None else f"  coverage {r['coverage']:.3f}"
-        calls = f"  calls {r['mean_calls']:.0f}" if "mean_calls" in r else ""
+        # a SIMULATED population has no LLM: its count is the distinct rewards drawn
+        calls = (f"  {'rewards' if r.get('simulated') else 'calls'} {r['mean_calls']:.0f}" if "mean_calls" in r
+                 else "")
         print(f"  {r['method']:>22}  runs {r['runs']}  rounds {r['mean_rounds']:.1f}  pulls {r['mean_pulls']:.1f} ± "
               f"{r['pulls_se']:.1f}{calls}  error rate {r['error_rate']:.3f}  eps-error {r['eps_error_rate']:.3f} "
               f"(95% bound {r['eps_error_ucb95']:.3f})"

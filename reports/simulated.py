@@ -42,7 +42,9 @@ def family_table(rows: list[dict]) -> str:
              _pm(r["error_rate"], r.get("error_rate_se"), 2),
              _pm(r["mean_simple_regret"], r["simple_regret_se"], 3), _pm(r["coverage"], r.get("coverage_se"), 3),
              ", ".join(f"{k} {v}" for k, v in r["stopped_by"].items())] for r in rows]
-    headers = ("method", "runs", "pulls") + (("LLM calls",) if calls else ()) + COLUMNS[2:]
+    # a SIMULATED population has no LLM: what it counts is the distinct (arm, query) rewards drawn
+    calls_label = "distinct rewards" if any(r.get("simulated") for r in rows) else "LLM calls"
+    headers = ("method", "runs", "pulls") + ((calls_label,) if calls else ()) + COLUMNS[2:]
     return tabulate(body, headers=headers, tablefmt="github")
 
 

@@ -134,5 +134,8 @@ def test_population_protocol_on_a_family_certifies_the_realized_pool_and_pairing
     for row in rows.values():
         assert row["simulated"] and row["eps_error_rate"] == 0.0 and row["coverage"] == 1.0
         assert row["stopped_by"] == {"certified": 3}, row
+    from reports.simulated import family_table
+    header = family_table(list(rows.values())).splitlines()[0]
+    assert "distinct rewards" in header and "LLM calls" not in header  # SIMULATED: no LLM was called
     assert rows["lucb-paired-wor"]["mean_pulls"] < 0.8 * rows["lucb-wor"]["mean_pulls"], \
         (rows["lucb-paired-wor"]["pulls"], rows["lucb-wor"]["pulls"])
