@@ -3,8 +3,8 @@
 # SIMULATED testbed families; dearicl-pac (certified: its stop reads the sequences alone) and dearicl-pac-model (not
 # a certificate, for its coverage) on every family (PAC_FAMILIES; a neural fit a round makes them ~20x slower);
 # lucb-wor and lucb-paired-wor (population protocol) and lucb-quantile (fixed set = the whole pool) on the RECORDED
-# tables; lucb-wor and lucb-paired-wor on the difficulty family under the population protocol. Two streams, one thread each; a part whose JSON exists is skipped, so a stopped study resumes. Then
-# OUT/tables.md.
+# tables; lucb-wor and lucb-paired-wor on the difficulty family under the population protocol. Two streams, one
+# thread each; a part whose JSON exists is skipped, so a stopped study resumes. Then OUT/tables.md.
 #   bash scripts/certification_study.sh [OUT_DIR]        (default studies/bandit/certification; RUNS=100)
 #   STREAMS="simulated" bash scripts/certification_study.sh     # one stream only (simulated or tables)
 set -euo pipefail
@@ -13,7 +13,7 @@ export HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 BENCH_DATA_DIR="${BE
 OUT=${1:-studies/bandit/certification}
 RUNS=${RUNS:-100}
 STREAMS=${STREAMS:-simulated tables}
-PAC_FAMILIES=${PAC_FAMILIES:-nonlinear slots pairwise order latent difficulty}
+PAC_FAMILIES=${PAC_FAMILIES-nonlinear slots pairwise order latent difficulty}  # PAC_FAMILIES="" runs none
 mkdir -p "$OUT"
 sim() {  # name, then bench simulate's arguments
   local name=$1; shift
