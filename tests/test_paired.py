@@ -126,3 +126,10 @@ def test_one_batch_of_ten_cannot_set_an_outsider_aside():
         assert 2 * pair.all_bounds()[0][0] - 1 == pytest.approx(after_one, abs=0.005)
         pair.add(0, np.ones(10))
         assert 2 * pair.all_bounds()[0][0] - 1 > -0.1  # two batches can
+
+
+def test_a_pull_budget_is_never_exceeded_and_says_so():
+    env = SharedNoiseEnv(shared_difficulty(12, 0), 0)
+    # 12 first pulls; the first round pulls both arms of a pair (equal counts): the second would be pull 14
+    res = PairedLUCB(env, m=3, epsilon=0.0, delta=0.05, max_pulls=13).run()
+    assert res.pulls == 13 and res.stopped_by == "max_pulls"
