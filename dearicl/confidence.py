@@ -63,28 +63,24 @@ def anytime_radius(n: int, var: float, delta: float) -> float:
     return min(1.0, hoeffding_radius(n, delta_n / 2), empirical_bernstein_radius(n, var, delta_n / 2))
 
 
-def place_bets(cs, arm: int, xs: np.ndarray, centres) -> None:
-    """Observations xs of `arm`, in order, against every candidate mean of a betting sequence's grid: the predictable
-    plug-in bets of Waudby-Smith & Ramdas, capped at c / centre (c = `cs.bet_cap`), then the running mean
-    and variance that set the next bet. `centres(sums)` gives each observation's conditional means [len(xs), grid]
-    from the running sums before it (the candidates themselves when i.i.d.). The scalars run in order, the grid rows
-    as one array, added row by row: the same sums as one observation at a time."""
-    xs = np.asarray(xs, dtype=np.float64)
+def place_bets(cs, arm: int, xs: np.ndarray, centre: np.ndarray) -> None:
+    """Observations xs of `arm`, in order, against every candidate mean of a betting sequence's grid, whose conditional
+    means are the rows of `centre` ([len(xs) or 1, grid]; the candidates themselves when i.i.d.): the predictable
+    plug-in bets of Waudby-Smith & Ramdas, capped at c / centre (c = `cs.bet_cap`), then the running mean and variance
+    that set the next bet. The scalars run in order, the grid as one array added row by row: the same float sums as
+    one observation at a time."""
     n, total, sq = int(cs.n[arm]), float(cs.sum[arm]), float(cs.sq[arm])
-    lams, sums_before = np.empty(len(xs)), np.empty(len(xs))
+    lams = np.empty(len(xs))
     for i, x in enumerate(xs):
         t = n + i + 1
-        # sigma_{t-1}^2 from the first t-1 observations (predictable)
+        # sigma_{t-1}^2 = sq / t from the first t-1 observations (predictable), times t as before: the same rounding
         lams[i] = math.sqrt(2.0 * math.log(2.0 / cs.delta) / (sq / t * t * math.log(t + 1.0)))
-        sums_before[i] = total
         running = (0.5 + total) / t  # mu_{t-1}, before this observation
         total += float(x)
         sq += (float(x) - running) ** 2
-    centre = centres(sums_before)  # [observations, grid]
-    c = cs.bet_cap
-    gain = (xs[:, None] - centre)
-    up = np.log1p(np.minimum(lams[:, None], c / centre) * gain)
-    down = np.log1p(-np.minimum(lams[:, None], c / (1.0 - centre)) * gain)
+    gain = xs[:, None] - centre
+    up = np.log1p(np.minimum(lams[:, None], cs.bet_cap / centre) * gain)
+    down = np.log1p(-np.minimum(lams[:, None], cs.bet_cap / (1.0 - centre)) * gain)
     for i in range(len(xs)):
         cs.log_up[arm] += up[i]
         cs.log_down[arm] += down[i]
@@ -128,7 +124,7 @@ class BettingCS:
         self.sq = np.full(n_arms, 0.25)  # the plug-in variance's prior term
 
     def add(self, arm: int, x: float) -> None:
-        place_bets(self, arm, [x], lambda sums: self.m[None, :])  # i.i.d.: each mean is the candidate itself
+        place_bets(self, arm, np.array([x], dtype=np.float64), self.m[None, :])  # i.i.d.: the candidate itself
 
     def bounds(self, arm: int) -> tuple[float, float]:
         lower, upper = self.all_bounds(np.array([arm]))
@@ -344,14 +340,10 @@ class WoRBettingCS:
         if not len(xs):
             return
         t = int(self.n[arm]) + 1 + np.arange(len(xs))
-
-        def centres(sums_before: np.ndarray) -> np.ndarray:
-            # E[X_t | past] for each candidate mean
-            mu = (big_n * self.m[None, :] - sums_before[:, None]) / (big_n - t + 1)[:, None]
-            self.possible[arm] &= ((mu >= 0.0) & (mu <= 1.0)).all(axis=0)
-            return np.clip(mu, 1e-12, 1.0 - 1e-12)
-
-        place_bets(self, arm, xs, centres)
+        sums_before = np.cumsum(np.concatenate([[self.sum[arm]], xs]))[:-1]  # summed in order, as one at a time
+        mu = (big_n * self.m[None, :] - sums_before[:, None]) / (big_n - t + 1)[:, None]  # E[X_t | past] per candidate
+        self.possible[arm] &= ((mu >= 0.0) & (mu <= 1.0)).all(axis=0)
+        place_bets(self, arm, xs, np.clip(mu, 1e-12, 1.0 - 1e-12))
 
     def all_bounds(self, arms: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         arms = np.arange(len(self.n)) if arms is None else np.asarray(arms)

@@ -52,7 +52,6 @@ class PairSequences:
         self.kind, self.level, self.population = kind, level, population
         self.pulls: dict[int, list[np.ndarray]] = {}
         self.sequences: dict[tuple[int, int], list] = {}  # (a, b), a < b -> [sequence, paired pulls fed]
-        self.bounds: dict[tuple[int, int], tuple[int, float, float]] = {}  # (a, b) -> (paired pulls, lower, upper)
         self.kept: np.ndarray | None = None  # [arms, arms]: lower(j, o) as last read, at kept_at paired pulls
         self.kept_at: np.ndarray | None = None
 
@@ -78,13 +77,8 @@ class PairSequences:
 
     def lower(self, a: int, b: int) -> float:
         """A lower bound on mu_a - mu_b, one-sided at `level`."""
-        key = (min(a, b), max(a, b))
-        paired = min(len(self.pulls.get(a, ())), len(self.pulls.get(b, ())))
-        if self.bounds.get(key, (-1,))[0] != paired:  # read again only after a new paired pull
-            lo, hi = self._sequence(*key).all_bounds()
-            self.bounds[key] = (paired, float(lo[0]), float(hi[0]))
-        _, lo, hi = self.bounds[key]
-        return 2.0 * lo - 1.0 if a < b else 1.0 - 2.0 * hi
+        lo, hi = self._sequence(min(a, b), max(a, b)).all_bounds()
+        return 2.0 * float(lo[0]) - 1.0 if a < b else 1.0 - 2.0 * float(hi[0])
 
     def lower_matrix(self, rows: np.ndarray, cols: np.ndarray, n: np.ndarray) -> np.ndarray:
         """lower(j, o) for every j in rows and o in cols, asking the sequences only for the pairs with a new paired
