@@ -185,6 +185,7 @@ class NeuralSurrogate(Surrogate):
         self.stability = config.stability_init  # M by default until a retraining has been measured
         self._before: dict[int, float] = {}
         self.mc_cache: tuple | None = None
+        self._mc_buffers: dict = {}  # work tensors of mc_samples, reused
         self._frozen = None  # numpy snapshot for fast ranking, rebuilt after each update
 
     # ---- data and training --------------------------------------------------------------------
@@ -248,25 +249,51 @@ class NeuralSurrogate(Surrogate):
         return hidden.mean(dim=1).numpy().astype(np.float64)
 
     def mc_samples(self, arms: np.ndarray) -> np.ndarray:
-        """N stochastic (dropout-on) estimates of each arm's mean reward: [N, len(arms)]."""
+        """N stochastic (dropout-on) estimates of each arm's mean reward: [N, len(arms)].
+
+        One mask per pass, shared by every arm and query, so y_i^(k) - y_j^(k) are paired (V_ij). Computed in
+        reused buffers with in-place steps: the same floats as the plain layer-by-layer forward (a test checks
+        it bit for bit) at under half the time, as a fresh [N, arms, queries, h] tensor per step page-faults.
+        """
         torch = self.torch
         key = tuple(np.asarray(arms).tolist())
         if self.mc_cache is not None and self.mc_cache[0] == key:
             return self.mc_cache[1]
+        n, p = self.cfg.mc_passes, self.cfg.dropout
         with torch.no_grad():
             # Linear+ReLU before the first dropout is the same in every pass: compute it once.
-            x = self.model[:2](self.pairs(arms)).unsqueeze(0)  # [1, arms, queries, h]
-            for layer in self.model[2:]:
+            x = self.model[:2](self.pairs(arms))  # [arms, queries, h]
+            n_arms, n_q = x.shape[0], x.shape[1]
+            x = x.reshape(1, n_arms * n_q, -1) / (1.0 - p)  # (x * keep) / (1 - p) == (x / (1 - p)) * keep exactly
+            layers = list(self.model[2:])
+            for i, layer in enumerate(layers):
                 if isinstance(layer, torch.nn.Dropout):
-                    # one mask per pass, shared by every arm and query: y_i^(k) - y_j^(k) are paired (V_ij)
-                    keep = torch.rand((self.cfg.mc_passes, 1, 1, x.shape[-1]), generator=self.gen) >= layer.p
-                    x = x * keep / (1.0 - layer.p)
+                    keep = (torch.rand((n, 1, x.shape[-1]), generator=self.gen) >= p).to(torch.float32)
+                    if x.shape[0] == 1:  # the first dropout: broadcast the shared activations over the passes
+                        x = torch.mul(x, keep, out=self._buffer(("drop", i), (n, n_arms * n_q, x.shape[-1])))
+                    else:
+                        x.mul_(keep).div_(1.0 - p)
+                elif isinstance(layer, torch.nn.ReLU):
+                    x.relu_()
+                elif i < len(layers) - 1:  # a hidden Linear: one [N * arms * queries, h] product into a buffer
+                    # W^T made contiguous: MKL's product is ~25% faster and gives the same floats (tested)
+                    flat = torch.addmm(layer.bias, x.reshape(-1, x.shape[-1]), layer.weight.t().contiguous(),
+                                       out=self._buffer(("linear", i), (n * n_arms * n_q, layer.out_features)))
+                    x = flat.view(n, n_arms * n_q, -1)
                 else:
-                    x = layer(x)
+                    x = layer(x.view(n, n_arms, n_q, -1))
             y = torch.sigmoid(x.squeeze(-1)).mean(dim=-1)  # [N, arms]
         samples = y.numpy().astype(np.float64)
         self.mc_cache = (key, samples)
         return samples
+
+    def _buffer(self, name: tuple, shape: tuple):
+        """A float32 work tensor of `shape`, kept between calls (allocating ~40 MB afresh costs more than the math)."""
+        held = self._mc_buffers.get(name)
+        if held is None or held.numel() < math.prod(shape):
+            held = self.torch.empty(math.prod(shape), dtype=self.torch.float32)
+            self._mc_buffers[name] = held
+        return held[: math.prod(shape)].view(shape)
 
     # ---- the width of Theorem 3.3 -------------------------------------------------------------
     def widths(self, rows: np.ndarray, cols: np.ndarray, t: int) -> np.ndarray:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The RQ1 replay benchmark (issue "Recorded reward tables", goal: <= 15 minutes on 2 cores): every bandit core of
 # the table studies (case, dearicl with the harness's and the paper's schedules, dearicl-random, lucb, dearicl-pac)
-# x 50 seeds on every recorded table, two tables at a time with one thread each (scripts/table_study.sh's `cores`
+# x 50 seeds on every recorded table, two tables at a time with one thread each, the longest first (scripts/table_study.sh's `cores`
 # step into a scratch folder). Reports the wall time against the goal (a measurement, never an assertion) and checks
 # that each table's stop rounds and pulls, run by run, equal the committed rq1-cores.json's.
 #   bash scripts/rq1_benchmark.sh [OUT]          (default runs/rq1-benchmark; STREAMS=2)
@@ -12,8 +12,15 @@ rm -rf "$OUT"
 mkdir -p "$OUT"
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 HF_HUB_OFFLINE=1
 began=$(date +%s)
+# the longest table first (by the committed runs' seconds), so that the two streams end close together
+order=$(.venv/bin/python -c "
+import glob, json, os
+def cost(table):
+    committed = table[:-4] + '/rq1-cores.json'
+    return sum(r['mean_seconds'] * r['runs'] for r in json.load(open(committed))['results']) if os.path.exists(committed) else 0
+print(chr(10).join(sorted(glob.glob('studies/tables/*.npz'), key=cost, reverse=True)))")
 # shellcheck disable=SC2016
-printf '%s\n' studies/tables/*.npz | xargs -P "${STREAMS:-2}" -I{} bash -c \
+printf '%s\n' "$order" | xargs -P "${STREAMS:-2}" -I{} bash -c \
   'name=$(basename "$1" .npz); STEPS=cores bash scripts/table_study.sh "$1" "$2/$name" > /dev/null' _ {} "$OUT"
 elapsed=$(( $(date +%s) - began ))
 .venv/bin/python - "$OUT" "$elapsed" <<'PYEOF'

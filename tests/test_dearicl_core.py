@@ -344,3 +344,35 @@ def test_the_open_knobs_of_the_width_set_its_starting_values_and_c_t(schedule, f
         np.testing.assert_allclose(s.widths(rows, cols, t), expected, rtol=1e-9)
     with pytest.raises(ConfigError, match="width_schedule"):
         NeuralConfig(width_schedule="cosine")
+
+
+@pytest.mark.parametrize("hidden", [(16,), (16, 8), (16, 16, 8, 4)])
+def test_buffered_mc_forward_equals_the_plain_forward_bit_for_bit(hidden):
+    """mc_samples' in-place, buffered forward gives the floats of the layer-by-layer forward with one mask per pass,
+    for every depth and for arm sets that grow and shrink between calls (buffers reused)."""
+    arms, demo, q = small_world()
+    cfg = NeuralConfig(hidden=hidden, dropout=0.3, mc_passes=32, seed=3)
+
+    def trained():  # built and trained one after the other: training's dropout draws from torch's global stream
+        s = NeuralSurrogate(q, arm_embeddings(arms, demo), config=cfg)
+        s.observe(0, np.full(len(q), 0.8))
+        s.observe(2, np.full(len(q), 0.3))
+        s.update()
+        return s
+
+    fast, plain = trained(), trained()
+
+    def plain_forward(s, chosen):
+        with torch.no_grad():
+            x = s.model[:2](s.pairs(chosen)).unsqueeze(0)
+            for layer in s.model[2:]:
+                if isinstance(layer, torch.nn.Dropout):
+                    keep = torch.rand((s.cfg.mc_passes, 1, 1, x.shape[-1]), generator=s.gen) >= layer.p
+                    x = x * keep / (1.0 - layer.p)
+                else:
+                    x = layer(x)
+            return torch.sigmoid(x.squeeze(-1)).mean(dim=-1).numpy().astype(np.float64)
+
+    for chosen in (np.arange(6), np.array([1, 4]), np.arange(len(arms)), np.array([3, 0, 5])):
+        fast.mc_cache = None
+        np.testing.assert_array_equal(fast.mc_samples(chosen), plain_forward(plain, chosen))

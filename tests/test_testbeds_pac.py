@@ -41,6 +41,47 @@ def test_family_spread_is_calibrated_and_instances_are_fresh_and_seeded(world, f
     assert ((one.p >= 0.01) & (one.p <= 0.99)).all()
 
 
+# Seed [0, 0]'s instance of each family in the `world` fixture: its first four arm means, arm 1's first three query
+# probabilities and arm 0's demonstrations. Every published SIMULATED number rests on these formulas, constants and
+# seed uses, so a change to a family's definition (a constant, a sign, a draw) shows here and must be deliberate.
+PINNED = {
+    "nonlinear": ([0.6081143172, 0.4690372489, 0.7511936105, 0.831706844], [0.4388794267, 0.01, 0.6826584606], [37, 53, 29, 10, 79]),
+    "slots": ([0.7943508431, 0.478469546, 0.57991928, 0.766362643], [0.478469546, 0.478469546, 0.478469546], [37, 53, 29, 10, 79]),
+    "pairwise": ([0.6493020966, 0.4830717427, 0.5642643899, 0.5346246327], [0.01, 0.8545739415, 0.99], [37, 53, 29, 10, 79]),
+    "order": ([0.6449197738, 0.2911635852, 0.4657708474, 0.6468113747], [0.550104648, 0.3882411386, 0.2855284305], [10, 29, 37, 53, 79]),
+    "latent": ([0.2921982333, 0.4609419073, 0.4045733526, 0.6142794614], [0.4595025409, 0.3856503278, 0.5268453172], [37, 53, 29, 10, 79]),
+    "difficulty": ([0.5683020797, 0.5551537921, 0.5938878487, 0.608438908], [0.4271240736, 0.7037452393, 0.5154732707], [37, 53, 29, 10, 79]),
+}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_seeded_instance_of_each_family_is_pinned(world, family):
+    demo, queries, labels = world
+    inst = make_instance(family, demo, queries, labels, 40, 5, seed=[0, 0])
+    means, row, first = PINNED[family]
+    np.testing.assert_allclose(inst.true_means[:4], means, rtol=1e-6)
+    np.testing.assert_allclose(inst.p[1, :3], row, rtol=1e-6)
+    assert inst.arms.members[0].tolist() == first
+
+
+def test_difficulty_family_is_additive_on_the_logit_scale(world):
+    """logit p[a, q] = d_q + c s_a: every interaction contrast between two arms and two queries is 0 (unclipped cells)."""
+    demo, queries, labels = world
+    p = make_instance("difficulty", demo, queries, labels, 40, 5, seed=[4, 0]).p
+    logit = np.log(p / (1 - p))
+    inside = (p > 0.01) & (p < 0.99)
+    a, q = np.nonzero(inside[1:, 1:] & inside[:1, 1:] & inside[1:, :1] & inside[0, 0])
+    contrast = logit[a + 1, q + 1] - logit[a + 1, 0] - logit[0, q + 1] + logit[0, 0]
+    assert len(contrast) > 100 and np.abs(contrast).max() < 1e-9
+
+
+def test_order_family_arms_hold_one_example_of_each_cluster(world):
+    demo, queries, labels = world
+    arms = make_instance("order", demo, queries, labels, 40, 5, seed=[2, 0]).arms
+    assert arms.clusters is labels and arms.members.dtype == np.int64
+    assert all(sorted(labels[row].tolist()) == list(range(5)) for row in arms.members)
+
+
 def test_slots_family_is_exactly_linear_in_case_features(world):
     demo, queries, labels = world
     inst = make_instance("slots", demo, queries, labels, 40, 5, seed=[1, 0])
