@@ -7,6 +7,7 @@
 #   MUTATION_WORKDIR=DIR MUTATION_SECONDS=3600 bash scripts/mutation.sh udr   # in chunks: an hour, then resume
 #   MUTATION_WORKDIR=DIR MUTATION_RERUN_SURVIVORS=1 bash scripts/mutation.sh udr   # survivors again, after new tests
 #   MUTATION_WORKDIR=DIR MUTATION_SAMPLE=150 bash scripts/mutation.sh udr   # a seeded random sample of the rest
+#   MUTATION_TEST_FILES="tests/test_confidence.py tests/test_paired.py" bash scripts/mutation.sh dearicl/confidence
 #
 # MUTATION_WORKDIR keeps each module's scratch clone in DIR/<module> and reuses it: a second run tests only the
 # mutants the first left undecided (mutmut keeps its results), so a module whose mutants retrain a model (udr: ~4 a
@@ -64,7 +65,8 @@ EOF
             tests/test_ceil.py 2>/dev/null)
     tests="$(printf '"%s", ' $files)\"-m\", \"not slow\", \"-k\", \"${names}\""
   else
-    files=$(cd "$ROOT" && grep -lE "(from|import) dearicl(\.$module\b| import .*\b$module\b)" tests/test_*.py || true)
+    # MUTATION_TEST_FILES narrows the importers to the listed files (a module whose importers include slow tests)
+    files=${MUTATION_TEST_FILES:-$(cd "$ROOT" && grep -lE "(from|import) dearicl(\.$module\b| import .*\b$module\b)" tests/test_*.py || true)}
     [[ -n "$files" ]] || { echo "error: no test file imports dearicl.$module" >&2; exit 2; }
     tests=$(printf '"%s", ' $files); tests="${tests%, }"
   fi

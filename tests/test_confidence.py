@@ -1,10 +1,12 @@
 """Anytime-valid confidence sequences and LUCB (dearicl/confidence.py) on simulated streams."""
+import math
 import numpy as np
 import pytest
 
 from bench.errors import BudgetExhausted, ConfigError
-from dearicl.confidence import (LUCB, ArmStats, BettingCS, QueryBernsteinCS, anytime_radius,
-                               confidence_sequence, empirical_bernstein_radius, hoeffding_radius)
+from dearicl.confidence import (LUCB, ArmStats, BettingCS, LUCBResult, QuantileLUCB, QueryBernsteinCS, WoRBettingCS,
+                               anytime_radius, confidence_sequence, empirical_bernstein_radius, hoeffding_radius,
+                               quantile_sample_size)
 
 
 def test_radius_values_by_hand():
@@ -373,3 +375,79 @@ def test_the_bet_cap_keeps_the_capital_positive_and_a_higher_cap_narrows_a_low_v
         assert lower[0] <= xs.mean() <= upper[0]
         widths[cap] = upper[0] - lower[0]
     assert widths[0.9] < 0.8 * widths[0.5]
+
+
+def test_arm_stats_welford_pooled_variance_and_clipped_bounds():
+    """Welford's running mean and variance, the within-arm variance pooled over arms (dearicl-pac's sigma), and
+    bounds clipped to [0, 1]: [0, 1] for an unpulled arm, 0 and 1 exactly where the radius reaches past them."""
+    values = {0: [0.0, 0.1, 0.0], 1: [0.9, 1.0, 1.0, 0.8], 2: [0.5]}
+    stats = ArmStats(4)
+    assert stats.pooled_variance() == (pytest.approx(float("nan"), nan_ok=True), 0)
+    for arm, xs in values.items():
+        for x in xs:
+            stats.add(arm, x)
+    for arm in (0, 1):
+        assert stats.mean[arm] == pytest.approx(np.mean(values[arm]))
+        assert stats.var(arm) == pytest.approx(np.var(values[arm], ddof=1))
+    assert stats.var(2) == 0.25  # one pull: the largest variance of a [0, 1] reward
+    squares = sum(((np.asarray(values[a]) - np.mean(values[a])) ** 2).sum() for a in values)
+    assert stats.pooled_variance() == (pytest.approx(squares / (2 + 3)), 5)
+    lower, upper = stats.bounds(0.05)
+    radius = [anytime_radius(len(values[a]), stats.var(a), 0.05) for a in range(3)]
+    assert lower[0] == 0.0 and upper[0] == pytest.approx(min(1.0, stats.mean[0] + radius[0]))
+    assert upper[1] == 1.0 and lower[1] == pytest.approx(max(0.0, stats.mean[1] - radius[1]))
+    assert stats.mean[0] - radius[0] < 0 < 1 < stats.mean[1] + radius[1]  # both clips were needed
+    assert (lower[3], upper[3]) == (0.0, 1.0)
+
+
+def test_quantile_pac_runs_lucb_at_half_delta_on_its_sample_and_maps_the_arm_back(monkeypatch):
+    """The union of the sample's event (delta / 2) and LUCB's (delta / 2) is the guarantee: LUCB gets delta / 2, the
+    budget and the sequence; the sample's truth and pulls are the original arms'; one arm needs no pull."""
+    import dearicl.confidence as confidence
+
+    class Env:
+        n_arms, true_means = 60, np.linspace(0.0, 0.59, 60)
+
+        def pull(self, arm):
+            return np.array([self.true_means[arm]])
+
+    seen = {}
+
+    class RecordingLUCB:
+        def __init__(self, env, m, **kwargs):
+            seen.update(env=env, m=m, **kwargs)
+
+        def run(self):
+            return LUCBResult(top_m=[2], pulls=5, rounds=3, stopped_by="certified")
+
+    monkeypatch.setattr(confidence, "LUCB", RecordingLUCB)
+    q = QuantileLUCB(Env(), 0.1, epsilon=0.05, delta=0.04, max_pulls=77, cs="kl", seed=1)
+    res = q.run()
+    assert seen["m"] == 1 and seen["delta"] == pytest.approx(0.02) and seen["max_pulls"] == 77 and seen["cs"] == "kl"
+    subset = seen["env"]
+    assert subset.n_arms == len(q.sample) == quantile_sample_size(0.1, 0.04)
+    np.testing.assert_array_equal(subset.true_means, Env.true_means[q.sample])
+    assert subset.pull(3)[0] == Env.true_means[q.sample[3]]
+    assert res.top_m == [int(q.sample[2])]
+    Env.n_arms = 1
+    alone = QuantileLUCB(Env(), 0.1).run()
+    assert (alone.top_m, alone.pulls, alone.stopped_by) == ([0], 0, "certified")
+    with pytest.raises(ConfigError, match="quantile-PAC: delta"):
+        QuantileLUCB(Env(), 0.1, delta=1.5)
+
+
+def test_without_replacement_bounds_are_the_unit_interval_unpulled_and_the_mean_once_all_is_seen():
+    cs = WoRBettingCS(2, 0.05, 1)  # a population of one reward per arm
+    cs.add(0, np.array([0.3]))
+    lower, upper = cs.all_bounds()
+    assert (lower[0], upper[0]) == (pytest.approx(0.3), pytest.approx(0.3))  # the whole population seen: exact
+    assert (lower[1], upper[1]) == (0.0, 1.0)
+
+
+def test_kl_bounds_at_the_edges_by_hand():
+    """mean 0: kl(0, q) = -log(1 - q), so the upper end is 1 - exp(-threshold / n) and the lower end 0; mean 1 mirrors it."""
+    from dearicl.confidence import kl_bounds
+
+    level = math.log(40.0) / 10
+    assert kl_bounds(0.0, 10, math.log(40.0)) == (0.0, pytest.approx(1 - math.exp(-level), abs=1e-9))
+    assert kl_bounds(1.0, 10, math.log(40.0)) == (pytest.approx(math.exp(-level), abs=1e-9), 1.0)
