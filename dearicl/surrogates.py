@@ -37,6 +37,7 @@ from bench.errors import ConfigError
 
 BETAS = ("heuristic", "frequentist", "lucb1")
 ESTIMATES = ("dropout-off", "mc-mean")
+MC_BUFFER_KEEP_BYTES = 256 * 2**20  # mc_samples keeps its work tensors between calls up to this size
 # c_t, "an annealed multiplier (user-specified)" (paper l.1306), left open: constant c, c/sqrt(t), c*sqrt(log(1+t))
 WIDTH_SCHEDULES = ("constant", "inverse-sqrt", "sqrt-log")
 
@@ -285,6 +286,8 @@ class NeuralSurrogate(Surrogate):
             y = torch.sigmoid(x.squeeze(-1)).mean(dim=-1)  # [N, arms]
         samples = y.numpy().astype(np.float64)
         self.mc_cache = (key, samples)
+        if sum(b.numel() for b in self._mc_buffers.values()) * 4 > MC_BUFFER_KEEP_BYTES:
+            self._mc_buffers = {}  # a wide call (many arms or queries): its buffers are not held past it
         return samples
 
     def _buffer(self, name: tuple, shape: tuple):
@@ -367,6 +370,7 @@ class NeuralSurrogate(Surrogate):
 
     def _freeze(self):
         torch = self.torch
+        self._mc_buffers = {}  # ranking now: the MC work tensors are not needed until the next update
         linears = [m for m in self.model if isinstance(m, torch.nn.Linear)]
         first = linears[0]
         d_q = self.q.shape[1]

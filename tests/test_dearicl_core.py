@@ -376,3 +376,18 @@ def test_buffered_mc_forward_equals_the_plain_forward_bit_for_bit(hidden):
     for chosen in (np.arange(6), np.array([1, 4]), np.arange(len(arms)), np.array([3, 0, 5])):
         fast.mc_cache = None
         np.testing.assert_array_equal(fast.mc_samples(chosen), plain_forward(plain, chosen))
+
+
+def test_mc_work_tensors_are_kept_only_while_small_and_until_ranking(monkeypatch):
+    import dearicl.surrogates as surrogates
+
+    arms, demo, q = small_world()
+    s = NeuralSurrogate(q, arm_embeddings(arms, demo), config=NeuralConfig(hidden=(16, 8), mc_passes=16, seed=0))
+    kept = s.mc_samples(np.arange(4))
+    assert s._mc_buffers  # small: held for the next call
+    s.rank_scores(q[0].astype(np.float32), np.arange(4))
+    assert not s._mc_buffers  # ranking: released
+    monkeypatch.setattr(surrogates, "MC_BUFFER_KEEP_BYTES", 0)
+    s.mc_cache = None
+    again = s.mc_samples(np.arange(4))
+    assert not s._mc_buffers and again.shape == kept.shape  # too large to hold: released after the call
