@@ -292,11 +292,11 @@ class NeuralSurrogate(Surrogate):
 
     def _buffer(self, name: tuple, shape: tuple):
         """A float32 work tensor of `shape`, kept between calls (allocating ~40 MB afresh costs more than the math)."""
+        size = math.prod(shape)
         held = self._mc_buffers.get(name)
-        if held is None or held.numel() < math.prod(shape):
-            held = self.torch.empty(math.prod(shape), dtype=self.torch.float32)
-            self._mc_buffers[name] = held
-        return held[: math.prod(shape)].view(shape)
+        if held is None or held.numel() < size:
+            held = self._mc_buffers[name] = self.torch.empty(size, dtype=self.torch.float32)
+        return held[:size].view(shape)
 
     # ---- the width of Theorem 3.3 -------------------------------------------------------------
     def widths(self, rows: np.ndarray, cols: np.ndarray, t: int) -> np.ndarray:

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The RQ1 replay benchmark (issue "Recorded reward tables", goal: <= 15 minutes on 2 cores): every bandit core of
 # the table studies (case, dearicl with the harness's and the paper's schedules, dearicl-random, lucb, dearicl-pac)
-# x 50 seeds on every recorded table, two tables at a time with one thread each, the longest first (scripts/table_study.sh's `cores`
-# step into a scratch folder). Reports the wall time against the goal (a measurement, never an assertion) and checks
+# x 50 seeds on every recorded table, two tables at a time with one thread each, the longest first
+# (scripts/table_study.sh's `cores` step into a scratch folder). Reports the wall time against the goal (a measurement, never an assertion) and checks
 # that each table's stop rounds and pulls, run by run, equal the committed rq1-cores.json's.
 #   bash scripts/rq1_benchmark.sh [OUT]          (default runs/rq1-benchmark; STREAMS=2)
 set -euo pipefail
