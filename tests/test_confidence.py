@@ -451,3 +451,13 @@ def test_kl_bounds_at_the_edges_by_hand():
     level = math.log(40.0) / 10
     assert kl_bounds(0.0, 10, math.log(40.0)) == (0.0, pytest.approx(1 - math.exp(-level), abs=1e-9))
     assert kl_bounds(1.0, 10, math.log(40.0)) == (pytest.approx(math.exp(-level), abs=1e-9), 1.0)
+
+
+def test_without_replacement_rules_out_means_no_remaining_population_can_reach():
+    """Population 10: before the fifth reward, four 1s were seen, so the mean is at least 0.4 whatever the rest are
+    (the mask checks each reward's conditional mean (10 m - 4) / 6 before adding it); four 0s: at most 0.6. The
+    sequence drops those candidates itself, whatever delta, before any betting evidence could."""
+    ones, zeros = WoRBettingCS(1, 1e-6, 10), WoRBettingCS(1, 1e-6, 10)
+    ones.add(0, np.ones(5))
+    zeros.add(0, np.zeros(5))
+    assert ones.all_bounds()[0][0] >= 0.4 - 1e-3 and zeros.all_bounds()[1][0] <= 0.6 + 1e-3
