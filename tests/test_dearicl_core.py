@@ -384,7 +384,12 @@ def test_mc_work_tensors_are_kept_only_while_small_and_until_ranking(monkeypatch
     arms, demo, q = small_world()
     s = NeuralSurrogate(q, arm_embeddings(arms, demo), config=NeuralConfig(hidden=(16, 8), mc_passes=16, seed=0))
     kept = s.mc_samples(np.arange(4))
-    assert s._mc_buffers  # small: held for the next call
+    held = {name: t.data_ptr() for name, t in s._mc_buffers.items()}
+    assert {name[0] for name in held} == {"drop", "linear"}  # small: held for the next call
+    for narrower_or_equal in (np.arange(3), np.arange(4)):  # later calls write into the same tensors
+        s.mc_cache = None
+        s.mc_samples(narrower_or_equal)
+        assert {name: t.data_ptr() for name, t in s._mc_buffers.items()} == held
     s.rank_scores(q[0].astype(np.float32), np.arange(4))
     assert not s._mc_buffers  # ranking: released
     monkeypatch.setattr(surrogates, "MC_BUFFER_KEEP_BYTES", 0)
