@@ -35,6 +35,7 @@ class SimMethod:
     neural: dict = field(default_factory=dict)  # NeuralConfig overrides: the ablations
     stop: str = "sequences"  # dearicl-pac's stop (dearicl/pac.py): the certificate, or the uncertified model stop
     cs: str | None = None  # a confidence sequence of its own (else --cs)
+    lucb: dict = field(default_factory=dict)  # LUCB options: split ("uniform" | "lucb++"), sampling ("both" | "wider")
 
 
 SIM_METHODS = {
@@ -46,9 +47,18 @@ SIM_METHODS = {
     "dearicl-mc-mean": SimMethod("neural", neural={"estimate": "mc-mean"}),  # MC-dropout mean as mu_hat
     "lucb": SimMethod("model-free", "lucb"),  # per-arm anytime confidence sequences (dearicl/confidence.py)
     "lucb-kl": SimMethod("model-free", "lucb", cs="kl"),  # KL-LUCB: Chernoff-KL sequences (Kaufmann & Kalyanakrishnan 2013)
-    "lucb-wor": SimMethod("model-free", "lucb", cs="wor"),  # --protocol population: the pool mean, without replacement
+    # LUCB++'s one-sided split: members' lower sides at delta / (2 (K - m)), outsiders' upper sides at delta / (2 m)
+    "lucb-pp": SimMethod("model-free", "lucb", lucb={"split": "lucb++"}),
+    # the same, pulling only the critical pair's arm with the wider one-sided radius (UGapE's rule)
+    "lucb-pp-wider": SimMethod("model-free", "lucb", lucb={"split": "lucb++", "sampling": "wider"}),
+    "lucb-wider": SimMethod("model-free", "lucb", lucb={"sampling": "wider"}),  # today's split, UGapE's rule
+    "lucb-wor": SimMethod("model-free", "lucb", cs="wor"),
+    "lucb-pp-wor": SimMethod("model-free", "lucb", cs="wor", lucb={"split": "lucb++"}),  # LUCB++ on the pool mean
+    "lucb-pp-wider-wor": SimMethod("model-free", "lucb", cs="wor", lucb={"split": "lucb++", "sampling": "wider"}),  # --protocol population: the pool mean, without replacement
     # certifies one arm within epsilon of the top --rho fraction, at a cost independent of the number of arms
     "lucb-quantile": SimMethod("quantile", "lucb"),
+    # the same with LUCB++'s split on its sample (m = 1: the best arm's upper side at delta / 4) and UGapE's sampling
+    "lucb-quantile-pp": SimMethod("quantile", "lucb", lucb={"split": "lucb++", "sampling": "wider"}),
     # one-sided sequences on paired differences, on the same queries, at delta / (m (K - m)) a pair (dearicl/paired.py)
     "lucb-paired": SimMethod("paired", "lucb", cs="query-bernstein"),
     "lucb-paired-wor": SimMethod("paired", "lucb", cs="wor"),  # the same under --protocol population
@@ -200,7 +210,7 @@ def parse_methods(args, linear: bool) -> list[str]:
             raise ConfigError(f"unknown simulate method '{name}'; known: {', '.join(SIM_METHODS)}")
         if population and SIM_METHODS[name].cs != "wor":
             raise ConfigError(f"'{name}' assumes a fixed validation set or independent rewards; under --protocol "
-                              "population only lucb-wor and lucb-paired-wor run (their sequences sample without replacement)")
+                              "population only the -wor methods run (their sequences sample without replacement)")
         if not population and SIM_METHODS[name].cs == "wor":
             raise ConfigError(f"'{name}' samples a finite population without replacement: add --protocol population "
                               "(with --env table:FILE or a testbed family)")
@@ -329,12 +339,13 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
         env = world.make_env(np.random.default_rng([args.seed, r]))
         began = time.perf_counter()
         if spec.kind == "model-free":
-            res = LUCB(env, m, epsilon=epsilon, delta=args.delta, max_pulls=args.budget, cs=spec.cs or args.cs).run()
+            res = LUCB(env, m, epsilon=epsilon, delta=args.delta, max_pulls=args.budget, cs=spec.cs or args.cs,
+                       **spec.lucb).run()
         elif spec.kind == "paired":
             res = PairedLUCB(env, m, epsilon=epsilon, delta=args.delta, max_pulls=args.budget, cs=spec.cs).run()
         elif spec.kind == "quantile":
             res = QuantileLUCB(env, args.rho, epsilon=epsilon, delta=args.delta, max_pulls=args.budget,
-                               cs=spec.cs or args.cs, seed=args.seed * 1000 + r).run()
+                               cs=spec.cs or args.cs, seed=args.seed * 1000 + r, **spec.lucb).run()
         elif spec.kind == "pac":
             surrogate = NeuralSurrogate(world.queries, world.arm_emb, delta=args.delta,
                                         config=NeuralConfig(seed=args.seed + r))
@@ -384,6 +395,7 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
         neural["stop"] = spec.stop
     if spec.cs:  # a method with its own sequence (the run's --cs is in the env block)
         neural["cs"] = spec.cs
+    neural.update(spec.lucb)
     if spec.kind == "quantile":
         neural.update(rho=args.rho, m=1, arms_sampled=min(quantile_sample_size(args.rho, args.delta), env.n_arms))
     row = {"method": name, "simulated": not args.env.startswith("table:"), "runs": args.runs, "kind": spec.kind,
@@ -398,6 +410,7 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
     row["mean_rounds"], row["rounds_se"] = mean_se(per_run["rounds"])
     if per_run["calls"]:  # a table: what the pulls would cost the harness (repeats of deterministic answers: cached)
         row["mean_calls"], row["calls_se"] = mean_se(per_run["calls"])
+        row["calls"] = per_run["calls"]
     row.update(pulls=per_run["pulls"], rounds=per_run["rounds"], simple_regrets=per_run["regret"], coverage_per_run=per_run["coverage"],
                stopped_by=stops, mean_seconds=float(np.mean(per_run["seconds"])))
     return row, trace0

@@ -31,6 +31,16 @@ with 20 queries at delta 2.5e-4: width 0.10 after 20 pulls vs 0.53 for betting o
 empirical top m (J) and the rest are compared through the weakest lower bound in J and the strongest
 upper bound outside it; both arms are pulled until UCB(outside) - LCB(J) < epsilon. Each arm gets
 delta / K, so with probability >= 1 - delta every returned arm is within epsilon of the true m-th best.
+
+`split="lucb++"` (LUCB++, Simchowitz, Jamieson & Recht 2017) reads the members' lower bounds and the outsiders' upper
+bounds from one-sided sequences at different levels: delta / (2 (K - m)) for the lower sides, delta / (2 m) for the
+upper sides. Proof: fix a true top-m set T. An epsilon-error needs a returned arm i outside T with mu_i < mu_(m) -
+epsilon and an arm o of T outside J; at the stop UCB_o - LCB_i < epsilon, so either i's lower side (K - m arms
+outside T, delta / (2 (K - m)) each) or o's upper side (m arms in T, delta / (2 m) each) failed: probability <= delta.
+Only one side of each arm enters, so a sequence whose sides each hold at the level is built at twice it where its
+two sides are separate unions (`ONE_SIDE_FACTOR`). With 90 outsiders and m = 10 the outsiders' log term drops from
+log(2K / delta) to log(2m / delta), and they take most of the pulls. `sampling="wider"` pulls only the arm of the
+critical pair whose one-sided radius is the larger (UGapE's rule, Gabillon et al. 2012); any rule keeps validity.
 """
 from __future__ import annotations
 
@@ -373,6 +383,13 @@ FIXED_SET_SEQUENCES = ("query-bernstein", "betting", "bernstein", "kl")  # for p
 CONFIDENCE_SEQUENCES = (*FIXED_SET_SEQUENCES, "wor")  # "wor": only under the population protocol of a table
 
 
+# sequences whose upper and lower sides are separate unions at delta / 2 each: built at 2 x level, each side holds at
+# level (the others are conservative at level: a two-sided failure bound bounds each side's)
+ONE_SIDE_FACTOR = {"query-bernstein": 2.0, "kl": 2.0}
+LUCB_SPLITS = ("uniform", "lucb++")
+LUCB_SAMPLING = ("both", "wider")
+
+
 def confidence_sequence(kind: str, n_arms: int, delta: float, population: int | None = None):
     """Per-arm sequences, each at level delta, fed the reward vector of every pull. `wor` needs the finite
     population an environment samples without replacement (`population`, the population protocol)."""
@@ -415,26 +432,49 @@ class LUCB:
     """Model-free certified top-m identification over an environment's arms (see the module docstring)."""
 
     def __init__(self, env, m: int, epsilon: float = 0.1, delta: float = 0.05, max_pulls: int | None = None,
-                 cs: str = "query-bernstein"):
+                 cs: str = "query-bernstein", split: str = "uniform", sampling: str = "both"):
         if not 0 < m < env.n_arms:
             raise ConfigError(f"lucb: m must be in [1, {env.n_arms - 1}], got {m}")
         if not 0 < delta < 1 or epsilon < 0:
             raise ConfigError(f"lucb: delta must be in (0, 1) and epsilon >= 0, got {delta}, {epsilon}")
+        if split not in LUCB_SPLITS or sampling not in LUCB_SAMPLING:
+            raise ConfigError(f"lucb: split must be one of {', '.join(LUCB_SPLITS)} and sampling one of "
+                              f"{', '.join(LUCB_SAMPLING)}, got {split!r}, {sampling!r}")
         self.env, self.m, self.epsilon, self.delta, self.max_pulls = env, m, epsilon, delta, max_pulls
+        self.split, self.sampling = split, sampling
         self.stats = ArmStats(env.n_arms)
-        # a union bound over the arms; `population`: the environment samples a finite pool without replacement
-        self.sequence = confidence_sequence(cs, env.n_arms, delta / env.n_arms, getattr(env, "population", None))
+        k, population = env.n_arms, getattr(env, "population", None)  # population: a finite pool, without replacement
+        if split == "uniform":  # a union bound over the arms, both sides of each
+            self.sequence = confidence_sequence(cs, k, delta / k, population)
+            self.upper_sequence = self.sequence
+        else:  # LUCB++: the lower sides share delta / 2 over the K - m arms outside T, the upper sides over the m in T
+            factor = ONE_SIDE_FACTOR.get(cs, 1.0)
+            self.sequence = confidence_sequence(cs, k, min(1.0, factor * delta / (2 * (k - m))), population)
+            self.upper_sequence = confidence_sequence(cs, k, min(1.0, factor * delta / (2 * m)), population)
         self.pulls = 0
 
     def _pull(self, arm: int) -> None:
         rewards = np.asarray(self.env.pull(arm), dtype=np.float64)
         self.stats.add(arm, float(rewards.mean()))
         self.sequence.add(arm, rewards)
+        if self.upper_sequence is not self.sequence:
+            self.upper_sequence.add(arm, rewards)
         self.pulls += 1
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per-arm (lower, upper) at level delta / K each."""
-        return self.sequence.all_bounds()
+        """Per-arm (lower, upper): both at level delta / K, or (`lucb++`) each side at its own level."""
+        lower, upper = self.sequence.all_bounds()
+        if self.upper_sequence is not self.sequence:
+            upper = self.upper_sequence.all_bounds()[1]
+        return lower, upper
+
+    def _critical_pulls(self, weakest: int, strongest: int, lower: np.ndarray, upper: np.ndarray) -> list[int]:
+        """LUCB1 pulls both arms of the critical pair; `wider`, the one whose one-sided radius is the larger."""
+        if self.sampling == "both":
+            return [weakest, strongest]
+        member = self.stats.mean[weakest] - lower[weakest]
+        outsider = upper[strongest] - self.stats.mean[strongest]
+        return [weakest] if member > outsider else [strongest] if outsider > member else [weakest, strongest]
 
     def run(self) -> LUCBResult:
         k = self.env.n_arms
@@ -453,14 +493,16 @@ class LUCB:
                 strongest = int(rest[np.argmax(upper[rest])])
                 gap = float(upper[strongest] - lower[weakest])
                 trace.append({"round": rounds, "pulls": self.pulls, "gap_index": gap,
-                              **truth_fields(self.env, lower, upper, top)})
+                              **truth_fields(self.env, lower, upper, top,
+                                             m=self.m if self.split == "lucb++" else None)})
                 if gap < self.epsilon:
                     break
-                if self.max_pulls is not None and self.pulls + 2 > self.max_pulls:
+                arms = self._critical_pulls(weakest, strongest, lower, upper)
+                if self.max_pulls is not None and self.pulls + len(arms) > self.max_pulls:
                     stopped_by = "max_pulls"
                     break
-                self._pull(weakest)
-                self._pull(strongest)
+                for arm in arms:
+                    self._pull(arm)
         except BudgetExhausted:
             stopped_by = "budget"
         except OutOfPulls:
@@ -506,12 +548,13 @@ class QuantileLUCB:
     arms are subsets of a pool, more than any budget can pull once each."""
 
     def __init__(self, env, rho: float, epsilon: float = 0.1, delta: float = 0.05, max_pulls: int | None = None,
-                 cs: str = "query-bernstein", seed: int = 0):
+                 cs: str = "query-bernstein", seed: int = 0, split: str = "uniform", sampling: str = "both"):
         if not 0 < rho <= 1:
             raise ConfigError(f"quantile-PAC: rho must be in (0, 1], got {rho}")
         if not 0 < delta < 1 or epsilon < 0:
             raise ConfigError(f"quantile-PAC: delta must be in (0, 1) and epsilon >= 0, got {delta}, {epsilon}")
         self.env, self.rho, self.epsilon, self.delta, self.max_pulls, self.cs = env, rho, epsilon, delta, max_pulls, cs
+        self.lucb_options = {"split": split, "sampling": sampling}  # LUCB's, on the sample (m = 1)
         n = min(env.n_arms, quantile_sample_size(rho, delta))
         self.sample = np.sort(np.random.default_rng(seed).choice(env.n_arms, n, replace=False))
 
@@ -519,7 +562,7 @@ class QuantileLUCB:
         if len(self.sample) == 1:  # a single arm: nothing to compare, and it is in the top rho by construction
             return LUCBResult(top_m=[int(self.sample[0])], pulls=0, rounds=0, stopped_by="certified")
         res = LUCB(ArmSubset(self.env, self.sample), 1, epsilon=self.epsilon, delta=self.delta / 2,
-                   max_pulls=self.max_pulls, cs=self.cs).run()
+                   max_pulls=self.max_pulls, cs=self.cs, **self.lucb_options).run()
         res.top_m = [int(self.sample[a]) for a in res.top_m]
         return res
 
@@ -529,12 +572,21 @@ def intervals_cover(lower: np.ndarray, upper: np.ndarray, truth: np.ndarray) -> 
     return bool(np.all((lower - 1e-12 <= truth) & (truth <= upper + 1e-12)))
 
 
-def truth_fields(env, lower: np.ndarray, upper: np.ndarray, chosen) -> dict:
-    """A trace row's coverage and simple regret, when the environment knows its truth (simulated)."""
+def certificate_covers(lower: np.ndarray, upper: np.ndarray, truth: np.ndarray, m: int) -> bool:
+    """LUCB++'s event: the upper side holds for the arms of a true top-m set, the lower side for the rest."""
+    top = np.zeros(len(truth), dtype=bool)
+    top[np.argsort(-truth, kind="stable")[:m]] = True
+    return bool(np.all(truth[top] <= upper[top] + 1e-12) and np.all(lower[~top] - 1e-12 <= truth[~top]))
+
+
+def truth_fields(env, lower: np.ndarray, upper: np.ndarray, chosen, m: int | None = None) -> dict:
+    """A trace row's coverage and simple regret, when the environment knows its truth (simulated). With `m`, the
+    coverage is of the one-sided event a LUCB++ certificate needs (`certificate_covers`), else of every interval."""
     truth = getattr(env, "true_means", None)
     if truth is None:
         return {}
-    return {"covered": intervals_cover(lower, upper, truth), "simple_regret": true_simple_regret(truth, chosen)}
+    covered = intervals_cover(lower, upper, truth) if m is None else certificate_covers(lower, upper, truth, m)
+    return {"covered": covered, "simple_regret": true_simple_regret(truth, chosen)}
 
 
 def trace_coverage(trace: list[dict]) -> float | None:

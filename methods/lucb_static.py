@@ -8,13 +8,15 @@ set beside CASE's and DEARICL's uncertified gap-index stops. The top-m set is re
 other static bandit selectors, and its best arm is used for every test query. A run that ends (budget,
 max_pulls) before the certificate holds says so in its warnings. `paired=True` certifies on paired differences of
 the arms' rewards on the same validation items instead (dearicl/paired.py: the per-arm bounds at delta / 2, and
-delta / (2 m (K - m)) per ordered pair).
+delta / (2 m (K - m)) per ordered pair). `split="lucb++"` reads the members' lower bounds at delta / (2 (K - m)) and the
+outsiders' upper bounds at delta / (2 m) (LUCB++), and `sampling="wider"` pulls only the critical pair's arm with the
+wider one-sided radius (dearicl/confidence.py: both keep the certificate).
 """
 from __future__ import annotations
 
 from bench.errors import FitFailed
 from bench.items import Item
-from dearicl.confidence import FIXED_SET_SEQUENCES, LUCB
+from dearicl.confidence import FIXED_SET_SEQUENCES, LUCB, LUCB_SAMPLING, LUCB_SPLITS
 from dearicl.paired import PairedLUCB
 from methods.bandit_base import BanditSelector, observed_rewards, prepare, rescore
 from methods.base import FitContext, register
@@ -26,21 +28,28 @@ class LucbStatic(BanditSelector):
     surrogate_kind = "none"
     table_group = "beyond"
 
-    def __init__(self, cs: str = "query-bernstein", paired: bool = False, **bandit):
+    def __init__(self, cs: str = "query-bernstein", paired: bool = False, split: str = "uniform",
+                 sampling: str = "both", **bandit):
         super().__init__(**bandit)
         if cs not in FIXED_SET_SEQUENCES:
             raise ValueError(f"lucb-static: cs must be one of {', '.join(FIXED_SET_SEQUENCES)}, got {cs!r}")
         if paired and cs != "query-bernstein":
             raise ValueError(f"lucb-static: paired comparisons use the per-query sequence, not cs={cs!r}")
-        self.cs, self.paired = cs, bool(paired)
+        if split not in LUCB_SPLITS or sampling not in LUCB_SAMPLING:
+            raise ValueError(f"lucb-static: split must be one of {', '.join(LUCB_SPLITS)} and sampling one of "
+                             f"{', '.join(LUCB_SAMPLING)}, got {split!r}, {sampling!r}")
+        if paired and (split, sampling) != ("uniform", "both"):
+            raise ValueError("lucb-static: split and sampling are options of the per-arm LUCB, not of paired=True")
+        self.cs, self.paired, self.split, self.sampling = cs, bool(paired), split, sampling
 
     def fit(self, ctx: FitContext) -> "LucbStatic":
         self.check_pool(ctx)
         self.prep_ = prep = prepare(ctx, self.n_arms)
         m = min(self.m, max(1, len(prep.arms) - 1))
+        options = {} if self.paired else {"split": self.split, "sampling": self.sampling}
         core = PairedLUCB if self.paired else LUCB
         self.result_ = result = core(prep.env, m, epsilon=self.epsilon, delta=self.delta, max_pulls=self.max_pulls,
-                                     cs=self.cs).run()
+                                     cs=self.cs, **options).run()
         if result.pulls == 0:
             raise FitFailed("lucb-static: no arm was pulled before the budget ended; raise --llm-budget")
         if result.pulls < len(prep.arms):
@@ -59,4 +68,5 @@ class LucbStatic(BanditSelector):
                     "m and o outside", "surrogate": "none (paired and per-arm confidence sequences)",
                     "confidence_sequence": self.cs, "paired": True}
         return {**super().settings(), "stop_rule": "certified: min LCB(top m) >= max UCB(rest) - epsilon",
-                "surrogate": "none (per-arm confidence sequences)", "confidence_sequence": self.cs}
+                "surrogate": "none (per-arm confidence sequences)", "confidence_sequence": self.cs,
+                "split": self.split, "sampling": self.sampling}

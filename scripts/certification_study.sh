@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Every certified bandit at RUNS instances a family (default 100): lucb, lucb-kl, lucb-paired and lucb-quantile on the
+# Every certified bandit at RUNS instances a family (default 100): lucb, lucb-kl, lucb-paired, lucb-quantile and the
+# LUCB variants (lucb-pp, lucb-pp-wider, lucb-wider, lucb-quantile-pp) on the
 # SIMULATED testbed families; dearicl-pac (certified: its stop reads the sequences alone) and dearicl-pac-model (not
 # a certificate, for its coverage) on every family (PAC_FAMILIES; a neural fit a round makes them ~20x slower);
-# lucb-wor and lucb-paired-wor (population protocol) and lucb-quantile (fixed set = the whole pool) on the RECORDED
+# lucb-wor, lucb-paired-wor, lucb-pp-wor and lucb-pp-wider-wor (population protocol) and lucb-quantile (fixed set =
+# the whole pool; lucb-quantile-pp beside it) on the RECORDED
 # tables; lucb-wor and lucb-paired-wor on the difficulty family under the population protocol. Two streams, one
 # thread each; a part whose JSON exists is skipped, so a stopped study resumes. Then OUT/tables.md.
 #   bash scripts/certification_study.sh [OUT_DIR]        (default studies/bandit/certification; RUNS=100)
@@ -25,8 +27,13 @@ sim() {  # name, then bench simulate's arguments
   echo "$name: $(( $(date +%s) - began )) s" >> "$OUT/times.log"
 }
 MODEL_FREE=lucb,lucb-kl,lucb-paired,lucb-quantile
+LUCB_VARIANTS=lucb-pp,lucb-pp-wider,lucb-wider  # LUCB++'s one-sided split and UGapE's sampling, on the same instances
 simulated() {
   sim difficulty --env difficulty --epsilon 0.03 --methods "$MODEL_FREE"  # realistic spreads: epsilon 0.03
+  sim difficulty-lucb-variants --env difficulty --epsilon 0.03 --methods "$LUCB_VARIANTS"
+  for fam in nonlinear slots pairwise order latent; do sim "$fam-lucb-variants" --env "$fam" --methods "$LUCB_VARIANTS"; done
+  sim difficulty-quantile-pp --env difficulty --epsilon 0.03 --methods lucb-quantile-pp
+  for fam in nonlinear slots pairwise order latent; do sim "$fam-quantile-pp" --env "$fam" --methods lucb-quantile-pp; done
   # the population protocol on the same family: a 1000-query pool (GSM8K's carved validation), one realized reward per
   # (arm, query), batches of 20 without replacement: the per-arm population LUCB against the paired one
   sim difficulty-population --env difficulty --task gsm8k --n-val 1000 --protocol population --batch 20 \
@@ -43,6 +50,9 @@ tables() {
     [[ $task == wmt19 ]] && eps=0.005  # BERTScore arm means span 0.07: 0.1 would certify any arm
     sim "table-$task-population" --env "table:$table" --protocol population --epsilon $eps --methods lucb-wor,lucb-paired-wor
     sim "table-$task-quantile" --env "table:$table" --n-val 50 --epsilon $eps --methods lucb-quantile  # the fixed set is the whole pool
+    sim "table-$task-lucb-variants" --env "table:$table" --protocol population --epsilon $eps \
+      --methods lucb-pp-wor,lucb-pp-wider-wor
+    sim "table-$task-quantile-pp" --env "table:$table" --n-val 50 --epsilon $eps --methods lucb-quantile-pp
   done
 }
 [[ " $STREAMS " == *" simulated "* ]] && simulated &

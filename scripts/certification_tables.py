@@ -6,9 +6,14 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+from scipy import stats
+
 FAMILIES = ["difficulty", "nonlinear", "slots", "pairwise", "order", "latent"]
 METHODS = ["lucb", "lucb-kl", "lucb-paired", "lucb-quantile", "dearicl-pac", "dearicl-pac-model"]
 TABLES = ["rules", "sst2", "trec", "agnews", "wmt19"]
+VARIANTS = ["lucb-wider", "lucb-pp", "lucb-pp-wider"]  # the LUCB variants, against `lucb` on the same instances
+WOR_VARIANTS = ["lucb-pp-wor", "lucb-pp-wider-wor"]  # against `lucb-wor` on the same shuffles
 
 
 def cell(row: dict | None) -> str:
@@ -24,11 +29,30 @@ def cell(row: dict | None) -> str:
     return text + f"; {errors}/{row['runs']}; {row['coverage']:.3f}"
 
 
+def paired_ratio(row: dict | None, base: dict | None, key: str = "pulls") -> str:
+    """Mean pulls (or calls) of `row` over `base`'s on the same seeded instances, with a paired 95% BCa bootstrap
+    interval over the instances: the ratio of means, the statistic the goal names."""
+    if row is None or base is None:
+        return "-"
+    if key not in row or key not in base:  # runs saved before per-run calls were kept: the ratio of the means
+        return f"{row['mean_' + key] / base['mean_' + key]:.3f}"
+    ours, theirs = np.asarray(row[key], dtype=float), np.asarray(base[key], dtype=float)
+    if len(ours) != len(theirs) or row["runs"] != base["runs"]:
+        raise ValueError(f"{row['method']} and {base['method']} ran different instances: no paired ratio")
+    point = ours.mean() / theirs.mean()
+    if np.all(ours == ours[0]) and np.all(theirs == theirs[0]):  # constant: no spread to resample
+        return f"{point:.3f}"
+    ci = stats.bootstrap((ours, theirs), lambda a, b, axis=-1: a.mean(axis) / b.mean(axis), paired=True,
+                         vectorized=True, n_resamples=9999, random_state=0).confidence_interval
+    return f"{point:.3f} ({ci.low:.3f}-{ci.high:.3f})"  # 3 decimals: a goal of 0.75 is read at its edge
+
+
 def tables(folder: Path) -> str:
     rows: dict[str, dict] = {}
     for path in sorted(folder.glob("*.json")):
         for row in json.loads(path.read_text())["results"]:
-            rows.setdefault(path.stem.removesuffix("-pac"), {})[row["method"]] = row
+            rows.setdefault(path.stem.removesuffix("-pac").removesuffix("-lucb-variants").removesuffix("-quantile-pp"), {})[
+                row["method"]] = row
     out = ["| family (SIMULATED) | " + " | ".join(f"`{m}`" for m in METHODS) + " |", "|---|" + "---|" * len(METHODS)]
     for family in FAMILIES:
         name = family + (" (epsilon 0.03)" if family == "difficulty" else "")
@@ -45,6 +69,33 @@ def tables(folder: Path) -> str:
                 "difficulty": "difficulty (SIMULATED; 1,000-query pool, batches of 20, epsilon 0.03)"}.get(task, task)
         out.append(f"| {name} | {cell(wor)} | {cell(paired)} | {ratio} | {cell(q)} | "
                    f"{q['mean_simple_regret']:.3f} |" if q else f"| {name} | {cell(wor)} | {cell(paired)} | {ratio} | - | - |")
+    out += ["", "| family (SIMULATED), fixed set | `lucb` | " + " | ".join(f"`{m}`" for m in VARIANTS) + " | "
+            + " | ".join(f"`{m}` / `lucb` (95% CI)" for m in VARIANTS) + " |", "|---|" + "---|" * (1 + 2 * len(VARIANTS))]
+    for family in FAMILIES:
+        got = rows.get(family, {})
+        name = family + (" (epsilon 0.03)" if family == "difficulty" else "")
+        out.append(f"| {name} | {cell(got.get('lucb'))} | " + " | ".join(cell(got.get(m)) for m in VARIANTS) + " | "
+                   + " | ".join(paired_ratio(got.get(m), got.get("lucb")) for m in VARIANTS) + " |")
+    out += ["", "| table (RECORDED), population protocol | `lucb-wor` | " + " | ".join(f"`{m}`" for m in WOR_VARIANTS)
+            + " | " + " | ".join(f"`{m}` / `lucb-wor`: pulls (95% CI); calls" for m in WOR_VARIANTS) + " |",
+            "|---|" + "---|" * (1 + 2 * len(WOR_VARIANTS))]
+    for task in TABLES:
+        got = {**rows.get(f"table-{task}-population", {}), **rows.get(f"table-{task}", {})}  # the variants' part
+        base = got.get("lucb-wor")
+        name = "wmt19 (epsilon 0.005)" if task == "wmt19" else task
+        out.append(f"| {name} | {cell(base)} | " + " | ".join(cell(got.get(m)) for m in WOR_VARIANTS) + " | "
+                   + " | ".join(f"{paired_ratio(got.get(m), base)}; {paired_ratio(got.get(m), base, 'calls')}"
+                                if got.get(m) and base else "-" for m in WOR_VARIANTS) + " |")
+    out += ["", "| quantile-PAC (rho 0.1) | `lucb-quantile` | `lucb-quantile-pp` | `lucb-quantile-pp` / `lucb-quantile`: "
+            "pulls (95% CI); calls | regret: quantile / pp |", "|---|---|---|---|---|"]
+    for env in [*FAMILIES, *TABLES]:
+        plain = rows.get(env, {}).get("lucb-quantile") or rows.get(f"table-{env}-quantile", {}).get("lucb-quantile")
+        pp = rows.get(env, {}).get("lucb-quantile-pp") or rows.get(f"table-{env}", {}).get("lucb-quantile-pp")
+        name = {"difficulty": "difficulty (SIMULATED, epsilon 0.03)", "wmt19": "wmt19 (RECORDED, epsilon 0.005)"}.get(
+            env, f"{env} ({'RECORDED' if env in TABLES else 'SIMULATED'})")
+        calls = f"; {paired_ratio(pp, plain, 'calls')}" if plain and pp and "mean_calls" in plain else ""
+        regret = (f"{plain['mean_simple_regret']:.3f} / {pp['mean_simple_regret']:.3f}" if plain and pp else "-")
+        out.append(f"| {name} | {cell(plain)} | {cell(pp)} | {paired_ratio(pp, plain)}{calls} | {regret} |")
     return "\n".join(out)
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from bench.errors import BudgetExhausted, ConfigError
 from dearicl.confidence import (LUCB, ArmStats, BettingCS, LUCBResult, QuantileLUCB, QueryBernsteinCS, WoRBettingCS,
-                               anytime_radius, confidence_sequence, empirical_bernstein_radius, hoeffding_radius,
+                               anytime_radius, certificate_covers, confidence_sequence, empirical_bernstein_radius, hoeffding_radius,
                                quantile_sample_size)
 
 
@@ -424,11 +424,14 @@ def test_quantile_pac_runs_lucb_at_half_delta_on_its_sample_and_maps_the_arm_bac
     q = QuantileLUCB(Env(), 0.1, epsilon=0.05, delta=0.04, max_pulls=77, cs="kl", seed=1)
     res = q.run()
     assert seen["m"] == 1 and seen["delta"] == pytest.approx(0.02) and seen["max_pulls"] == 77 and seen["cs"] == "kl"
+    assert (seen["split"], seen["sampling"]) == ("uniform", "both")
     subset = seen["env"]
     assert subset.n_arms == len(q.sample) == quantile_sample_size(0.1, 0.04)
     np.testing.assert_array_equal(subset.true_means, Env.true_means[q.sample])
     assert subset.pull(3)[0] == Env.true_means[q.sample[3]]
     assert res.top_m == [int(q.sample[2])]
+    QuantileLUCB(Env(), 0.1, split="lucb++", sampling="wider").run()  # LUCB++ on the sample: its options reach LUCB
+    assert (seen["split"], seen["sampling"]) == ("lucb++", "wider")
     Env.n_arms = 1
     alone = QuantileLUCB(Env(), 0.1).run()
     assert (alone.top_m, alone.pulls, alone.stopped_by) == ([0], 0, "certified")
@@ -461,3 +464,82 @@ def test_without_replacement_rules_out_means_no_remaining_population_can_reach()
     ones.add(0, np.ones(5))
     zeros.add(0, np.zeros(5))
     assert ones.all_bounds()[0][0] >= 0.4 - 1e-3 and zeros.all_bounds()[1][0] <= 0.6 + 1e-3
+
+
+@pytest.mark.parametrize("cs", ["query-bernstein", "kl", "betting"])
+def test_lucb_pp_reads_each_side_from_a_sequence_at_its_own_level(cs):
+    """LUCB++: the lower sides at delta / (2 (K - m)) each, the upper sides at delta / (2 m) each; a sequence whose sides
+    are separate unions (the per-query Bernstein, KL) is built at twice the level, a hedged one (betting) at it."""
+    env = MeansEnv(np.linspace(0.2, 0.8, 12), np.random.default_rng(0))
+    lucb = LUCB(env, m=3, delta=0.06, cs=cs, split="lucb++")
+    lower_level, upper_level = 0.06 / (2 * 9), 0.06 / (2 * 3)
+    factor = 1.0 if cs == "betting" else 2.0
+    if cs == "query-bernstein":  # log(2 / built level) per side = log(1 / side level)
+        assert lucb.sequence.log_threshold == pytest.approx(math.log(1 / lower_level))
+        assert lucb.upper_sequence.log_threshold == pytest.approx(math.log(1 / upper_level))
+    else:
+        inner = (lambda seq: seq.inner.delta) if cs == "betting" else (lambda seq: seq.delta)
+        assert inner(lucb.sequence) == pytest.approx(factor * lower_level)
+        assert inner(lucb.upper_sequence) == pytest.approx(factor * upper_level)
+    for arm in range(12):
+        lucb._pull(arm)
+    lower, upper = lucb.bounds()
+    np.testing.assert_array_equal(lower, lucb.sequence.all_bounds()[0])
+    np.testing.assert_array_equal(upper, lucb.upper_sequence.all_bounds()[1])
+    uniform = LUCB(env, m=3, delta=0.06, cs=cs)
+    assert uniform.upper_sequence is uniform.sequence
+    with pytest.raises(ConfigError, match="split must be one of"):
+        LUCB(env, m=3, split="lucb+")
+
+
+def test_lucb_pp_certifies_in_fewer_pulls_and_covers_its_one_sided_event():
+    """Many outsiders, few members: the outsiders' upper sides at delta / (2m) shrink faster than at delta / K."""
+    means = np.r_[np.linspace(0.75, 0.7, 4), np.linspace(0.62, 0.3, 36)]
+    pulls = {"uniform": [], "lucb++": []}
+    for seed in range(4):
+        for split in pulls:
+            res = LUCB(MeansEnv(means, np.random.default_rng(seed)), m=4, epsilon=0.05, split=split).run()
+            assert res.stopped_by == "certified" and set(res.top_m) == {0, 1, 2, 3}
+            assert res.coverage == 1.0
+            pulls[split].append(res.pulls)
+    assert np.mean(pulls["lucb++"]) < 0.9 * np.mean(pulls["uniform"])
+
+
+def test_the_certificate_event_needs_only_the_top_arms_upper_sides_and_the_others_lower_sides():
+    truth = np.array([0.9, 0.5, 0.1])
+    lower, upper = np.array([0.8, 0.4, 0.0]), np.array([1.0, 0.6, 0.2])
+    assert certificate_covers(lower, upper, truth, m=1)
+    assert certificate_covers(np.array([0.95, 0.4, 0.0]), upper, truth, m=1)  # a top arm's lower side: not needed
+    assert certificate_covers(lower, np.array([1.0, 0.45, 0.05]), truth, m=1)  # the others' upper sides: not needed
+    assert not certificate_covers(lower, np.array([0.85, 0.6, 0.2]), truth, m=1)
+    assert not certificate_covers(np.array([0.8, 0.55, 0.0]), upper, truth, m=1)
+    assert not certificate_covers(lower, np.array([1.0, 0.45, 0.2]), truth, m=2)  # arm 1 is in the top 2 now
+
+
+def test_wider_sampling_pulls_the_critical_arm_with_the_larger_one_sided_radius():
+    env = MeansEnv(np.linspace(0.2, 0.8, 6), np.random.default_rng(0))
+    lucb = LUCB(env, m=2, sampling="wider")
+    lucb.stats.mean[:] = [0.5, 0.4, 0.3, 0.3, 0.3, 0.3]
+    lower, upper = np.array([0.3, 0.35, 0, 0, 0, 0]), np.array([1, 1, 0.6, 0.45, 0.5, 0.5])
+    assert lucb._critical_pulls(0, 2, lower, upper) == [2]  # 0.3 above the mean against 0.2 below it
+    assert lucb._critical_pulls(1, 3, lower, upper) == [3]  # 0.05 below against 0.15 above
+    assert lucb._critical_pulls(0, 4, lower, upper) == [0, 4]  # equal: both
+    lucb.stats.mean[1] = 0.6  # now 0.25 below against 0.15 above
+    assert lucb._critical_pulls(1, 3, lower, upper) == [1]
+    res = LUCB(MeansEnv(np.linspace(0.2, 0.8, 8), np.random.default_rng(1)), m=2, epsilon=0.05,
+               sampling="wider").run()
+    assert res.stopped_by == "certified" and set(res.top_m) == {6, 7}
+    assert res.pulls - 8 < 2 * (res.rounds - 1)  # mostly one pull a round
+
+
+def test_lucb_pp_coverage_reads_the_one_sided_event_its_certificate_needs():
+    """A top arm whose rewards sit above its stated truth breaks its lower side only: LUCB++'s traced coverage (the
+    event it needs) stays 1, while the two-sided coverage of the uniform split drops."""
+    class Shifted(MeansEnv):
+        def pull(self, arm):
+            return np.clip([1.3, 0.5, 0.45, 0.4, 0.35][arm] + self.rng.normal(0, 0.2, 20), 0, 1)
+
+    def env():
+        return Shifted([0.6, 0.5, 0.45, 0.4, 0.35], np.random.default_rng(0))  # arm 0: mostly 1, stated 0.6
+    assert LUCB(env(), m=1, epsilon=0.0, split="lucb++").run().coverage == 1.0
+    assert LUCB(env(), m=1, epsilon=0.0).run().coverage < 1.0

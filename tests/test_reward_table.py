@@ -108,16 +108,19 @@ def test_the_population_protocol_certifies_the_pool_mean_where_a_fixed_set_certi
     base = ["simulate", "--env", f"table:{tmp_path / 't.npz'}", "--m", "2", "--runs", "3", "--data-dir",
             str(data_dir), "--no-progress"]
     assert main([*base, "--methods", "lucb", "--protocol", "population"]) == 2
-    assert "only lucb-wor and lucb-paired-wor run" in capsys.readouterr().err
+    assert "only the -wor methods run" in capsys.readouterr().err
     out = tmp_path / "wor.json"
     assert main([*base, "--methods", "all", "--protocol", "population", "--batch", "4", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
-    row, paired = data["results"]
+    row, pp, pp_wider, paired = data["results"]
     assert row["method"] == "lucb-wor" and row["settings"] == {"cs": "wor"}
+    assert pp["method"] == "lucb-pp-wor" and pp["settings"] == {"cs": "wor", "split": "lucb++"}
+    assert pp_wider["settings"] == {"cs": "wor", "split": "lucb++", "sampling": "wider"}
     assert paired["method"] == "lucb-paired-wor" and paired["settings"] == {"cs": "wor"}
     assert data["env"]["protocol"] == "population" and data["env"]["batch"] == 4
-    for certified in (row, paired):
+    for certified in (row, pp, pp_wider, paired):
         assert certified["coverage"] == 1.0 and certified["eps_error_rate"] == 0.0
+        assert len(certified["calls"]) == 3  # per run: the paired ratio of calls
 
 
 @pytest.mark.parametrize("bad, message", [("mc_passes", "KEY=VALUE"), ("passes=4", "KEY=VALUE"),

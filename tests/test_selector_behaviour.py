@@ -316,11 +316,19 @@ def test_lucb_static_passes_its_settings_on_and_guards_its_edges(world, encoder,
 
     cs = FIXED_SET_SEQUENCES[-1]
     selector = fit(epsilon=0.3, delta=0.2, cs=cs, max_pulls=16)
-    assert seen == {"epsilon": 0.3, "delta": 0.2, "cs": cs, "max_pulls": 16, "m": 3}
+    assert seen == {"epsilon": 0.3, "delta": 0.2, "cs": cs, "max_pulls": 16, "m": 3, "split": "uniform",
+                    "sampling": "both"}
     assert selector.result_.pulls == 16 and not any("pulled once" in w for w in selector.fit_warnings)
     assert selector.settings()["stop_rule"] == "certified: min LCB(top m) >= max UCB(rest) - epsilon"
     assert selector.settings()["surrogate"] == "none (per-arm confidence sequences)"
     assert selector.settings()["confidence_sequence"] == cs
+    pp = fit(split="lucb++", sampling="wider", max_pulls=20)
+    assert (seen["split"], seen["sampling"]) == ("lucb++", "wider") and pp.result_.pulls <= 20
+    assert (pp.settings()["split"], pp.settings()["sampling"]) == ("lucb++", "wider")
+    with pytest.raises(ConfigError, match="lucb-static: split must be one of uniform, lucb\\+\\+ and sampling one of"):
+        create("lucb-static", {"split": "lucb"})
+    with pytest.raises(ConfigError, match="split and sampling are options of the per-arm LUCB"):
+        create("lucb-static", {"paired": True, "sampling": "wider"})
     n_val = len(splits.validation)
     one = fit(budget=n_val, max_pulls=16)  # the budget pays for one pull
     assert one.result_.pulls == 1 and one.best_arm_ in one.result_.top_m

@@ -95,7 +95,8 @@ def test_family_run_reports_every_metric_with_standard_errors(tmp_path, data_dir
     assert data["env"]["instances"] == "one per run" and data["env"]["simulated"]
     methods = [r["method"] for r in data["results"]]
     assert methods == ["case", "dearicl", "dearicl-random", "dearicl-cal0", "dearicl-paper-schedule",
-                       "dearicl-mc-mean", "lucb", "lucb-kl", "lucb-quantile", "lucb-paired", "dearicl-pac",
+                       "dearicl-mc-mean", "lucb", "lucb-kl", "lucb-pp", "lucb-pp-wider", "lucb-wider", "lucb-quantile",
+                       "lucb-quantile-pp", "lucb-paired", "dearicl-pac",
                        "dearicl-pac-model"]
     for res in data["results"]:
         assert len(res["pulls"]) == 2 and all(p <= 40 for p in res["pulls"])
@@ -108,7 +109,9 @@ def test_family_run_reports_every_metric_with_standard_errors(tmp_path, data_dir
     assert settings["dearicl-paper-schedule"] == {"epochs_per_round": 1, "lr": 1e-4}
     assert settings["dearicl-pac"] == {"stop": "sequences"} and settings["dearicl-pac-model"] == {"stop": "model"}
     assert settings["lucb"] == {} and settings["lucb-kl"] == {"cs": "kl"}
+    assert settings["lucb-pp"] == {"split": "lucb++"} and settings["lucb-wider"] == {"sampling": "wider"}
     assert settings["lucb-quantile"] == {"rho": 0.1, "m": 1, "arms_sampled": 24}  # 37 > 24 arms: every arm
+    assert settings["lucb-quantile-pp"] == {"split": "lucb++", "sampling": "wider", "rho": 0.1, "m": 1, "arms_sampled": 24}
     assert (tmp_path / "scatter.png").stat().st_size > 1000 and (tmp_path / "conv.png").stat().st_size > 1000
 
 
@@ -130,7 +133,8 @@ def test_population_protocol_on_a_family_certifies_the_realized_pool_and_pairing
     data = json.loads(out.read_text())
     assert data["env"]["protocol"] == "population" and data["env"]["batch"] == 10 and data["env"]["simulated"]
     rows = {r["method"]: r for r in data["results"]}
-    assert set(rows) == {"lucb-wor", "lucb-paired-wor"}  # 'all' under the population protocol: the wor sequences
+    # 'all' under the population protocol: the wor sequences
+    assert set(rows) == {"lucb-wor", "lucb-pp-wor", "lucb-pp-wider-wor", "lucb-paired-wor"}
     for row in rows.values():
         assert row["simulated"] and row["eps_error_rate"] == 0.0 and row["coverage"] == 1.0
         assert row["stopped_by"] == {"certified": 3}, row

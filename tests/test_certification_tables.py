@@ -1,0 +1,60 @@
+"""scripts/certification_tables.py: the paired pull ratios the fixed-set and population goals are read from."""
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+spec = importlib.util.spec_from_file_location("certification_tables",
+                                              Path(__file__).parents[1] / "scripts/certification_tables.py")
+tables = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tables)
+
+
+def row(method, pulls, calls=None):
+    made = {"method": method, "runs": len(pulls), "pulls": pulls, "mean_pulls": float(np.mean(pulls)),
+            "eps_error_rate": 0.0, "coverage": 1.0, "stopped_by": {"certified": len(pulls)}}
+    if calls is not None:
+        made["mean_calls"] = float(np.mean(calls))
+    return made
+
+
+def test_the_ratio_is_of_the_mean_pulls_on_the_same_instances_with_a_paired_interval():
+    rng = np.random.default_rng(0)
+    base = rng.integers(300, 600, 40).astype(float)
+    ours = np.round(0.7 * base + rng.normal(0, 5, 40))
+    text = tables.paired_ratio(row("lucb-pp", ours.tolist()), row("lucb", base.tolist()))
+    point, low, high = (float(x) for x in text.replace("(", "").replace(")", "").replace("-", " ").split())
+    assert point == pytest.approx(ours.mean() / base.mean(), abs=0.0005)
+    assert low <= point <= high and high - low < 0.05  # paired: the instances' spread cancels
+    # without per-run calls (runs saved before they were kept): the ratio of the means, no interval
+    assert tables.paired_ratio(row("a", [1, 2], calls=[30, 50]), row("b", [2, 2], calls=[80, 80]), "calls") == "0.500"
+    with pytest.raises(ValueError, match="ran different instances"):
+        tables.paired_ratio(row("a", [1.0, 2.0, 3.0]), row("b", [1.0, 2.0]))
+
+
+def test_the_variant_tables_set_each_variant_beside_its_baseline(tmp_path):
+    base = [400.0, 500.0, 450.0, 520.0]
+    family = {"results": [row("lucb", base), row("lucb-kl", [900.0] * 4),
+                          {**row("lucb-quantile", [100.0, 120.0, 140.0, 110.0]), "mean_simple_regret": 0.05}]}
+    variants = {"results": [row("lucb-pp", [300.0, 380.0, 350.0, 390.0]), row("lucb-wider", [380.0, 470.0, 430.0, 500.0]),
+                            row("lucb-pp-wider", [290.0, 370.0, 330.0, 380.0])]}
+    (tmp_path / "nonlinear.json").write_text(json.dumps(family))
+    (tmp_path / "nonlinear-lucb-variants.json").write_text(json.dumps(variants))
+    quantile = {"results": [{**row("lucb-quantile-pp", [60.0, 70.0, 80.0, 64.0]), "mean_simple_regret": 0.06}]}
+    (tmp_path / "nonlinear-quantile-pp.json").write_text(json.dumps(quantile))
+    text = tables.tables(tmp_path)
+    line = [x for x in text.splitlines() if x.startswith("| nonlinear |")][-1]  # the variants' table
+    assert "| 355; 0/4; 1.000 |" in line and line.count("(") == 3 and "0.759 (" in line  # 1420 / 1870
+    quantile_line = [x for x in text.splitlines() if x.startswith("| nonlinear (SIMULATED) |")][0]
+    assert "| 118; 0/4; 1.000 | 68; 0/4; 1.000 | 0.583 (" in quantile_line and "| 0.050 / 0.060 |" in quantile_line
+
+
+def test_the_readme_block_is_what_the_committed_study_gives():
+    """dearicl/README.md's certification tables equal what the script computes from the committed study's JSONs: a
+    number there cannot drift from its runs (rewrite with `python scripts/certification_tables.py`)."""
+    root = Path(__file__).parents[1]
+    text = (root / "dearicl" / "README.md").read_text()
+    block = text.split("<!-- certification-study:start -->\n", 1)[1].split("\n<!-- certification-study:end -->", 1)[0]
+    assert block == tables.tables(root / "studies" / "bandit" / "certification")
