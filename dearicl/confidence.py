@@ -37,8 +37,8 @@ bounds from one-sided sequences at different levels: delta / (2 (K - m)) for the
 upper sides. Proof: fix a true top-m set T. An epsilon-error needs a returned arm i outside T with mu_i < mu_(m) -
 epsilon and an arm o of T outside J; at the stop UCB_o - LCB_i < epsilon, so either i's lower side (K - m arms
 outside T, delta / (2 (K - m)) each) or o's upper side (m arms in T, delta / (2 m) each) failed: probability <= delta.
-Only one side of each arm enters, so a sequence whose sides each hold at the level is built at twice it where its
-two sides are separate unions (`ONE_SIDE_FACTOR`). With 90 outsiders and m = 10 the outsiders' log term drops from
+Only one side of each arm enters, so each sequence is one-sided at its level (`confidence_sequence(one_sided=True)`:
+twice the level where the two sides are separate unions, each side's own capital for betting). With 90 outsiders and m = 10 the outsiders' log term drops from
 log(2K / delta) to log(2m / delta), and they take most of the pulls. `sampling="wider"` pulls only the arm of the
 critical pair whose one-sided radius is the larger (UGapE's rule, Gabillon et al. 2012); any rule keeps validity.
 """
@@ -81,10 +81,11 @@ def place_bets(cs, arm: int, xs: np.ndarray, centre: np.ndarray) -> None:
     one observation at a time."""
     n, total, sq = int(cs.n[arm]), float(cs.sum[arm]), float(cs.sq[arm])
     lams = np.empty(len(xs))
+    log_level = math.log((1.0 if cs.one_sided else 2.0) / cs.delta)  # the plug-in's log(1/alpha), alpha a side's
     for i, x in enumerate(xs):
         t = n + i + 1
         # sigma_{t-1}^2 = sq / t from the first t-1 observations (predictable), times t as before: the same rounding
-        lams[i] = math.sqrt(2.0 * math.log(2.0 / cs.delta) / (sq / t * t * math.log(t + 1.0)))
+        lams[i] = math.sqrt(2.0 * log_level / (sq / t * t * math.log(t + 1.0)))
         running = (0.5 + total) / t  # mu_{t-1}, before this observation
         total += float(x)
         sq += (float(x) - running) ** 2
@@ -99,19 +100,22 @@ def place_bets(cs, arm: int, xs: np.ndarray, centre: np.ndarray) -> None:
 
 def grid_interval(cs, arms: np.ndarray, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The betting sequences' set (candidate means whose averaged two-sided capital is below 1/delta, and `allowed`),
-    as an interval padded by one grid step; where every candidate is rejected (a numerical edge), the running mean."""
-    # log of 0.5 e^up + 0.5 e^down, without overflow
-    log_capital = np.logaddexp(cs.log_up[arms], cs.log_down[arms]) - math.log(2.0)
-    inside = log_capital < math.log(1.0 / cs.delta)  # [arms, grid]
+    as an interval padded by one grid step; where every candidate is rejected (a numerical edge), the running mean.
+    `cs.one_sided`: each bound from its own side's capital below 1/delta (bets on "above m" reject the m below the
+    mean: the lower bound; bets on "below m", the upper), so each side holds at delta on its own (Ville)."""
+    threshold = math.log(1.0 / cs.delta)
+    if cs.one_sided:
+        low_inside, up_inside = cs.log_up[arms] < threshold, cs.log_down[arms] < threshold  # [arms, grid]
+    else:  # log of 0.5 e^up + 0.5 e^down, without overflow
+        low_inside = up_inside = np.logaddexp(cs.log_up[arms], cs.log_down[arms]) - math.log(2.0) < threshold
     if allowed is not None:
-        inside &= allowed
-    any_inside = inside.any(axis=1)
-    first = np.argmax(inside, axis=1)
-    last = inside.shape[1] - 1 - np.argmax(inside[:, ::-1], axis=1)
+        low_inside, up_inside = low_inside & allowed, up_inside & allowed
+    first = np.argmax(low_inside, axis=1)
+    last = up_inside.shape[1] - 1 - np.argmax(up_inside[:, ::-1], axis=1)
     lower = np.maximum(0.0, cs.m[first] - cs.step)
     upper = np.minimum(1.0, cs.m[last] + cs.step)
     mean = cs.sum[arms] / np.maximum(cs.n[arms], 1)
-    return np.where(any_inside, lower, mean), np.where(any_inside, upper, mean)
+    return np.where(low_inside.any(axis=1), lower, mean), np.where(up_inside.any(axis=1), upper, mean)
 
 
 class BettingCS:
@@ -123,8 +127,8 @@ class BettingCS:
     up to the grid step, which is added to both ends so that the reported bounds stay conservative.
     """
 
-    def __init__(self, n_arms: int, delta: float, grid: int = 1000):
-        self.delta, self.bet_cap = delta, 0.5
+    def __init__(self, n_arms: int, delta: float, grid: int = 1000, one_sided: bool = False):
+        self.delta, self.bet_cap, self.one_sided = delta, 0.5, one_sided  # one_sided: each side at delta (grid_interval)
         self.m = (np.arange(grid) + 0.5) / grid  # midpoints of [0, 1]
         self.step = 1.0 / grid
         self.log_up = np.zeros((n_arms, grid))
@@ -330,10 +334,12 @@ class WoRBettingCS:
     bet_cap / mu_t(m) (1/2 as in `BettingCS`; any cap below 1 keeps the capital positive, so the sequence is valid).
     """
 
-    def __init__(self, n_arms: int, delta: float, population: int, grid: int = 1000, bet_cap: float = 0.5):
+    def __init__(self, n_arms: int, delta: float, population: int, grid: int = 1000, bet_cap: float = 0.5,
+                 one_sided: bool = False):
         if not 0 < bet_cap < 1:  # 1 + lam (x - mu) >= 1 - c > 0: the capital stays positive, so Ville applies
             raise ConfigError(f"bet_cap must be in (0, 1), got {bet_cap}")
         self.delta, self.population, self.bet_cap = delta, int(population), bet_cap
+        self.one_sided = one_sided  # each side at delta from its own capital (grid_interval), not the hedged average
         self.m = (np.arange(grid) + 0.5) / grid
         self.step = 1.0 / grid
         self.log_up = np.zeros((n_arms, grid))
@@ -368,9 +374,9 @@ class WoRBettingCS:
 class PullMeans:
     """Adapts a sequence on pull means (BettingCS, or ArmStats' union-bound Bernstein) to per-query rewards."""
 
-    def __init__(self, kind: str, n_arms: int, delta: float):
+    def __init__(self, kind: str, n_arms: int, delta: float, one_sided: bool = False):
         self.kind, self.delta = kind, delta
-        self.inner = BettingCS(n_arms, delta) if kind == "betting" else ArmStats(n_arms)
+        self.inner = BettingCS(n_arms, delta, one_sided=one_sided) if kind == "betting" else ArmStats(n_arms)
 
     def add(self, arm: int, rewards: np.ndarray) -> None:
         self.inner.add(arm, float(np.mean(check_unit_interval(rewards, arm))))
@@ -383,29 +389,31 @@ FIXED_SET_SEQUENCES = ("query-bernstein", "betting", "bernstein", "kl")  # for p
 CONFIDENCE_SEQUENCES = (*FIXED_SET_SEQUENCES, "wor")  # "wor": only under the population protocol of a table
 
 
-# sequences whose upper and lower sides are separate unions at delta / 2 each: built at 2 x level, each side holds at
-# level (the others are conservative at level: a two-sided failure bound bounds each side's)
-ONE_SIDE_FACTOR = {"query-bernstein": 2.0, "kl": 2.0}
 LUCB_SPLITS = ("uniform", "lucb++")
 LUCB_SAMPLING = ("both", "wider")
 
 
-def confidence_sequence(kind: str, n_arms: int, delta: float, population: int | None = None):
+def confidence_sequence(kind: str, n_arms: int, delta: float, population: int | None = None, one_sided: bool = False):
     """Per-arm sequences, each at level delta, fed the reward vector of every pull. `wor` needs the finite
-    population an environment samples without replacement (`population`, the population protocol)."""
+    population an environment samples without replacement (`population`, the population protocol). `one_sided`: each
+    side at level delta on its own (LUCB++'s split): the per-query and KL sequences, whose sides are separate unions
+    at delta / 2, are built at 2 delta; the betting sequences bound each side with its own capital; the union-bound
+    Bernstein stays at delta (its two sides fail together with probability <= delta: each side's too)."""
+    if one_sided and kind in ("query-bernstein", "kl"):
+        delta = min(1.0, 2.0 * delta)
     if kind not in CONFIDENCE_SEQUENCES:
         raise ConfigError(f"confidence sequence must be one of {', '.join(CONFIDENCE_SEQUENCES)}, got {kind!r}")
     if kind == "wor":
         if population is None:
             raise ConfigError("the without-replacement sequence (cs wor) needs an environment that samples a finite "
                               "population without replacement: a recorded table under --protocol population")
-        return WoRBettingCS(n_arms, delta, population)
+        return WoRBettingCS(n_arms, delta, population, one_sided=one_sided)
     if population is not None:
         raise ConfigError(f"cs {kind} assumes independent rewards, and this environment samples a finite population "
                           "without replacement: use cs wor")
     if kind == "query-bernstein":
         return QueryBernsteinCS(n_arms, delta)
-    return KLCS(n_arms, delta) if kind == "kl" else PullMeans(kind, n_arms, delta)
+    return KLCS(n_arms, delta) if kind == "kl" else PullMeans(kind, n_arms, delta, one_sided=one_sided)
 
 
 class OutOfPulls(Exception):
@@ -448,9 +456,8 @@ class LUCB:
             self.sequence = confidence_sequence(cs, k, delta / k, population)
             self.upper_sequence = self.sequence
         else:  # LUCB++: the lower sides share delta / 2 over the K - m arms outside T, the upper sides over the m in T
-            factor = ONE_SIDE_FACTOR.get(cs, 1.0)
-            self.sequence = confidence_sequence(cs, k, min(1.0, factor * delta / (2 * (k - m))), population)
-            self.upper_sequence = confidence_sequence(cs, k, min(1.0, factor * delta / (2 * m)), population)
+            self.sequence = confidence_sequence(cs, k, delta / (2 * (k - m)), population, one_sided=True)
+            self.upper_sequence = confidence_sequence(cs, k, delta / (2 * m), population, one_sided=True)
         self.pulls = 0
 
     def _pull(self, arm: int) -> None:

@@ -469,18 +469,19 @@ def test_without_replacement_rules_out_means_no_remaining_population_can_reach()
 @pytest.mark.parametrize("cs", ["query-bernstein", "kl", "betting"])
 def test_lucb_pp_reads_each_side_from_a_sequence_at_its_own_level(cs):
     """LUCB++: the lower sides at delta / (2 (K - m)) each, the upper sides at delta / (2 m) each; a sequence whose sides
-    are separate unions (the per-query Bernstein, KL) is built at twice the level, a hedged one (betting) at it."""
+    are separate unions (the per-query Bernstein, KL) is built at twice the level, a betting one bets each side on its
+    own capital at the level."""
     env = MeansEnv(np.linspace(0.2, 0.8, 12), np.random.default_rng(0))
     lucb = LUCB(env, m=3, delta=0.06, cs=cs, split="lucb++")
     lower_level, upper_level = 0.06 / (2 * 9), 0.06 / (2 * 3)
-    factor = 1.0 if cs == "betting" else 2.0
     if cs == "query-bernstein":  # log(2 / built level) per side = log(1 / side level)
         assert lucb.sequence.log_threshold == pytest.approx(math.log(1 / lower_level))
         assert lucb.upper_sequence.log_threshold == pytest.approx(math.log(1 / upper_level))
+    elif cs == "kl":
+        assert (lucb.sequence.delta, lucb.upper_sequence.delta) == pytest.approx((2 * lower_level, 2 * upper_level))
     else:
-        inner = (lambda seq: seq.inner.delta) if cs == "betting" else (lambda seq: seq.delta)
-        assert inner(lucb.sequence) == pytest.approx(factor * lower_level)
-        assert inner(lucb.upper_sequence) == pytest.approx(factor * upper_level)
+        assert (lucb.sequence.inner.delta, lucb.upper_sequence.inner.delta) == pytest.approx((lower_level, upper_level))
+        assert lucb.sequence.inner.one_sided and lucb.upper_sequence.inner.one_sided
     for arm in range(12):
         lucb._pull(arm)
     lower, upper = lucb.bounds()
@@ -543,3 +544,52 @@ def test_lucb_pp_coverage_reads_the_one_sided_event_its_certificate_needs():
         return Shifted([0.6, 0.5, 0.45, 0.4, 0.35], np.random.default_rng(0))  # arm 0: mostly 1, stated 0.6
     assert LUCB(env(), m=1, epsilon=0.0, split="lucb++").run().coverage == 1.0
     assert LUCB(env(), m=1, epsilon=0.0).run().coverage < 1.0
+
+
+@pytest.mark.parametrize("kind", ["iid", "wor"])
+def test_a_one_sided_betting_bound_fails_at_most_its_level_and_is_narrower_than_the_hedged_one(kind):
+    """Each side from its own capital: the lower bound exceeds the mean in at most delta of the streams at any time
+    (and the upper bound falls below it as rarely), and each bound is tighter than the hedged sequence's at delta."""
+    rng = np.random.default_rng(4)
+    delta, streams, size = 0.1, 300, 60
+    population = (rng.random(size) < 0.3).astype(float)
+    misses = {"lower": 0, "upper": 0}
+    for _ in range(streams):
+        draws = rng.permutation(population) if kind == "wor" else (rng.random(size) < 0.3).astype(float)
+        truth = population.mean() if kind == "wor" else 0.3
+        make = ((lambda one: WoRBettingCS(1, delta, size, grid=400, one_sided=one)) if kind == "wor" else
+                (lambda one: BettingCS(1, delta, grid=400, one_sided=one)))
+        one, hedged = make(True), make(False)
+        low_missed = up_missed = False
+        for x in draws[:40]:
+            for cs in (one, hedged):
+                if kind == "wor":
+                    cs.add(0, np.array([x]))
+                else:
+                    cs.add(0, float(x))
+            (lower,), (upper,) = one.all_bounds(np.array([0]))
+            low_missed |= lower > truth + 1e-12
+            up_missed |= upper < truth - 1e-12
+        misses["lower"] += low_missed
+        misses["upper"] += up_missed
+        (h_lower,), (h_upper,) = hedged.all_bounds(np.array([0]))
+        assert lower >= h_lower and upper <= h_upper
+    for side in misses.values():
+        assert side / streams <= delta + 3 * np.sqrt(delta * (1 - delta) / streams)
+    assert upper - lower < h_upper - h_lower
+
+
+def test_one_sided_sequences_are_built_as_asked_and_each_bound_reads_its_own_capital_at_one_over_delta():
+    assert confidence_sequence("wor", 2, 0.1, population=5, one_sided=True).one_sided
+    assert not confidence_sequence("wor", 2, 0.1, population=5).one_sided
+    assert confidence_sequence("betting", 2, 0.1, one_sided=True).inner.one_sided
+    assert confidence_sequence("kl", 2, 0.1, one_sided=True).delta == pytest.approx(0.2)
+    assert confidence_sequence("bernstein", 2, 0.1, one_sided=True).delta == pytest.approx(0.1)
+    cs = BettingCS(1, 0.1, grid=200, one_sided=True)
+    for x in (0.9, 1.0, 0.8, 1.0, 0.95):
+        cs.add(0, x)
+    (lower,), (upper,) = cs.all_bounds(np.array([0]))
+    low_kept, up_kept = cs.log_up[0] < math.log(1 / 0.1), cs.log_down[0] < math.log(1 / 0.1)
+    assert lower == pytest.approx(max(0.0, cs.m[low_kept][0] - cs.step))
+    assert upper == pytest.approx(min(1.0, cs.m[up_kept][-1] + cs.step))
+    assert 0.0 < lower < 0.9 and upper == 1.0
