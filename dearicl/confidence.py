@@ -98,9 +98,12 @@ def place_bets(cs, arm: int, xs: np.ndarray, centre: np.ndarray) -> None:
     cs.n[arm], cs.sum[arm], cs.sq[arm] = n + len(xs), total, sq
 
 
-def grid_interval(cs, arms: np.ndarray, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def grid_interval(cs, arms: np.ndarray, allowed: np.ndarray | None = None,
+                  feasible: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The betting sequences' set (candidate means whose averaged two-sided capital is below 1/delta, and `allowed`),
-    as an interval padded by one grid step; where every candidate is rejected (a numerical edge), the running mean.
+    as an interval padded by one grid step. Where a side keeps no candidate (the true set narrower than a grid step,
+    or a finite pool's feasible means between two grid points), that side is `feasible`'s bound, which holds surely
+    ([0, 1] by default): the running mean there could lie past the truth.
     `cs.one_sided`: each bound from its own side's capital below 1/delta (bets on "above m" reject the m below the
     mean: the lower bound; bets on "below m", the upper), so each side holds at delta on its own (Ville)."""
     threshold = math.log(1.0 / cs.delta)
@@ -114,8 +117,8 @@ def grid_interval(cs, arms: np.ndarray, allowed: np.ndarray | None = None) -> tu
     last = up_inside.shape[1] - 1 - np.argmax(up_inside[:, ::-1], axis=1)
     lower = np.maximum(0.0, cs.m[first] - cs.step)
     upper = np.minimum(1.0, cs.m[last] + cs.step)
-    mean = cs.sum[arms] / np.maximum(cs.n[arms], 1)
-    return np.where(low_inside.any(axis=1), lower, mean), np.where(up_inside.any(axis=1), upper, mean)
+    surely_low, surely_high = feasible if feasible is not None else (np.zeros(len(arms)), np.ones(len(arms)))
+    return np.where(low_inside.any(axis=1), lower, surely_low), np.where(up_inside.any(axis=1), upper, surely_high)
 
 
 class BettingCS:
@@ -363,7 +366,10 @@ class WoRBettingCS:
 
     def all_bounds(self, arms: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         arms = np.arange(len(self.n)) if arms is None else np.asarray(arms)
-        lower, upper = grid_interval(self, arms, self.possible[arms])
+        # the pool mean surely lies between the seen sum with every unseen reward 0, and with every one 1
+        seen, unseen = self.sum[arms], self.population - self.n[arms]
+        lower, upper = grid_interval(self, arms, self.possible[arms],
+                                     feasible=(seen / self.population, (seen + unseen) / self.population))
         mean = self.sum[arms] / np.maximum(self.n[arms], 1)
         done = self.n[arms] >= self.population  # every reward seen: the mean is known exactly
         lower, upper = np.where(done, mean, lower), np.where(done, mean, upper)

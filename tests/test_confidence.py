@@ -593,3 +593,25 @@ def test_one_sided_sequences_are_built_as_asked_and_each_bound_reads_its_own_cap
     assert lower == pytest.approx(max(0.0, cs.m[low_kept][0] - cs.step))
     assert upper == pytest.approx(min(1.0, cs.m[up_kept][-1] + cs.step))
     assert 0.0 < lower < 0.9 and upper == 1.0
+
+
+@pytest.mark.parametrize("one_sided", [False, True])
+def test_a_finite_pool_whose_feasible_means_fall_between_grid_points_keeps_its_truth(one_sided):
+    """After 2999 of 3000 rewards the pool mean is known to 1/3000, finer than the grid: no candidate is possible,
+    and the bounds must come from the seen sum (the running mean would miss the truth on one side)."""
+    rng = np.random.default_rng(5)
+    empty = 0
+    for _ in range(8):
+        pool = (rng.random(3000) < 0.3).astype(float)
+        cs = WoRBettingCS(1, 0.2, 3000, one_sided=one_sided)
+        cs.add(0, rng.permutation(pool)[:2999])
+        (lower,), (upper,) = cs.all_bounds(np.array([0]))
+        assert lower <= pool.mean() <= upper
+        if not cs.possible[0].any():  # the mask checks a reward before adding it: some draws keep one candidate
+            empty += 1
+            assert upper - lower == pytest.approx(1 / 3000)
+    assert empty >= 2
+    iid = BettingCS(2, 0.1, grid=50, one_sided=one_sided)
+    iid.log_up[0], iid.log_down[0] = 10.0, 10.0  # every candidate rejected on both sides: nothing but [0, 1] is sure
+    (lower, _), (upper, _) = iid.all_bounds()
+    assert (lower, upper) == (0.0, 1.0)
