@@ -52,9 +52,9 @@ SIM_METHODS = {
     # the same, pulling only the critical pair's arm with the wider one-sided radius (UGapE's rule)
     "lucb-pp-wider": SimMethod("model-free", "lucb", lucb={"split": "lucb++", "sampling": "wider"}),
     "lucb-wider": SimMethod("model-free", "lucb", lucb={"sampling": "wider"}),  # today's split, UGapE's rule
-    "lucb-wor": SimMethod("model-free", "lucb", cs="wor"),
+    "lucb-wor": SimMethod("model-free", "lucb", cs="wor"),  # --protocol population: the pool mean, without replacement
     "lucb-pp-wor": SimMethod("model-free", "lucb", cs="wor", lucb={"split": "lucb++"}),  # LUCB++ on the pool mean
-    "lucb-pp-wider-wor": SimMethod("model-free", "lucb", cs="wor", lucb={"split": "lucb++", "sampling": "wider"}),  # --protocol population: the pool mean, without replacement
+    "lucb-pp-wider-wor": SimMethod("model-free", "lucb", cs="wor", lucb={"split": "lucb++", "sampling": "wider"}),
     # certifies one arm within epsilon of the top --rho fraction, at a cost independent of the number of arms
     "lucb-quantile": SimMethod("quantile", "lucb"),
     # the same with LUCB++'s split on its sample (m = 1: the best arm's upper side at delta / 4) and UGapE's sampling

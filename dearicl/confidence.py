@@ -38,9 +38,10 @@ upper sides. Proof: fix a true top-m set T. An epsilon-error needs a returned ar
 epsilon and an arm o of T outside J; at the stop UCB_o - LCB_i < epsilon, so either i's lower side (K - m arms
 outside T, delta / (2 (K - m)) each) or o's upper side (m arms in T, delta / (2 m) each) failed: probability <= delta.
 Only one side of each arm enters, so each sequence is one-sided at its level (`confidence_sequence(one_sided=True)`:
-twice the level where the two sides are separate unions, each side's own capital for betting). With 90 outsiders and m = 10 the outsiders' log term drops from
-log(2K / delta) to log(2m / delta), and they take most of the pulls. `sampling="wider"` pulls only the arm of the
-critical pair whose one-sided radius is the larger (UGapE's rule, Gabillon et al. 2012); any rule keeps validity.
+twice the level where the two sides are separate unions, each side's own capital for betting). With 90 outsiders
+and m = 10 the outsiders' log term drops from log(2K / delta) to log(2m / delta), and they take most of the pulls.
+`sampling="wider"` pulls only the arm of the critical pair whose one-sided radius is the larger (UGapE's rule,
+Gabillon et al. 2012); any rule keeps validity.
 """
 from __future__ import annotations
 
@@ -112,7 +113,8 @@ def grid_interval(cs, arms: np.ndarray, allowed: np.ndarray | None = None,
     else:  # log of 0.5 e^up + 0.5 e^down, without overflow
         low_inside = up_inside = np.logaddexp(cs.log_up[arms], cs.log_down[arms]) - math.log(2.0) < threshold
     if allowed is not None:
-        low_inside, up_inside = low_inside & allowed, up_inside & allowed
+        low_inside = low_inside & allowed
+        up_inside = up_inside & allowed if cs.one_sided else low_inside  # hedged: one set for both sides
     first = np.argmax(low_inside, axis=1)
     last = up_inside.shape[1] - 1 - np.argmax(up_inside[:, ::-1], axis=1)
     lower = np.maximum(0.0, cs.m[first] - cs.step)
@@ -131,7 +133,8 @@ class BettingCS:
     """
 
     def __init__(self, n_arms: int, delta: float, grid: int = 1000, one_sided: bool = False):
-        self.delta, self.bet_cap, self.one_sided = delta, 0.5, one_sided  # one_sided: each side at delta (grid_interval)
+        self.delta, self.bet_cap = delta, 0.5
+        self.one_sided = one_sided  # each side at delta from its own capital (grid_interval), not the hedged average
         self.m = (np.arange(grid) + 0.5) / grid  # midpoints of [0, 1]
         self.step = 1.0 / grid
         self.log_up = np.zeros((n_arms, grid))
@@ -399,6 +402,14 @@ LUCB_SPLITS = ("uniform", "lucb++")
 LUCB_SAMPLING = ("both", "wider")
 
 
+def check_lucb_options(split: str, sampling: str, who: str = "lucb", error: type[Exception] = ConfigError) -> None:
+    """LUCB's split and sampling, checked where they are given (a selector's constructor raises ValueError, which
+    `methods.create` turns into its one-line error before any model loads)."""
+    if split not in LUCB_SPLITS or sampling not in LUCB_SAMPLING:
+        raise error(f"{who}: split must be one of {', '.join(LUCB_SPLITS)} and sampling one of "
+                          f"{', '.join(LUCB_SAMPLING)}, got {split!r}, {sampling!r}")
+
+
 def confidence_sequence(kind: str, n_arms: int, delta: float, population: int | None = None, one_sided: bool = False):
     """Per-arm sequences, each at level delta, fed the reward vector of every pull. `wor` needs the finite
     population an environment samples without replacement (`population`, the population protocol). `one_sided`: each
@@ -451,9 +462,7 @@ class LUCB:
             raise ConfigError(f"lucb: m must be in [1, {env.n_arms - 1}], got {m}")
         if not 0 < delta < 1 or epsilon < 0:
             raise ConfigError(f"lucb: delta must be in (0, 1) and epsilon >= 0, got {delta}, {epsilon}")
-        if split not in LUCB_SPLITS or sampling not in LUCB_SAMPLING:
-            raise ConfigError(f"lucb: split must be one of {', '.join(LUCB_SPLITS)} and sampling one of "
-                              f"{', '.join(LUCB_SAMPLING)}, got {split!r}, {sampling!r}")
+        check_lucb_options(split, sampling)
         self.env, self.m, self.epsilon, self.delta, self.max_pulls = env, m, epsilon, delta, max_pulls
         self.split, self.sampling = split, sampling
         self.stats = ArmStats(env.n_arms)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from bench.errors import FitFailed
 from bench.items import Item
-from dearicl.confidence import FIXED_SET_SEQUENCES, LUCB, LUCB_SAMPLING, LUCB_SPLITS
+from dearicl.confidence import FIXED_SET_SEQUENCES, LUCB, check_lucb_options
 from dearicl.paired import PairedLUCB
 from methods.bandit_base import BanditSelector, observed_rewards, prepare, rescore
 from methods.base import FitContext, register
@@ -35,9 +35,7 @@ class LucbStatic(BanditSelector):
             raise ValueError(f"lucb-static: cs must be one of {', '.join(FIXED_SET_SEQUENCES)}, got {cs!r}")
         if paired and cs != "query-bernstein":
             raise ValueError(f"lucb-static: paired comparisons use the per-query sequence, not cs={cs!r}")
-        if split not in LUCB_SPLITS or sampling not in LUCB_SAMPLING:
-            raise ValueError(f"lucb-static: split must be one of {', '.join(LUCB_SPLITS)} and sampling one of "
-                             f"{', '.join(LUCB_SAMPLING)}, got {split!r}, {sampling!r}")
+        check_lucb_options(split, sampling, "lucb-static", ValueError)
         if paired and (split, sampling) != ("uniform", "both"):
             raise ValueError("lucb-static: split and sampling are options of the per-arm LUCB, not of paired=True")
         self.cs, self.paired, self.split, self.sampling = cs, bool(paired), split, sampling
