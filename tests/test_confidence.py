@@ -615,3 +615,21 @@ def test_a_finite_pool_whose_feasible_means_fall_between_grid_points_keeps_its_t
     iid.log_up[0], iid.log_down[0] = 10.0, 10.0  # every candidate rejected on both sides: nothing but [0, 1] is sure
     (lower, _), (upper, _) = iid.all_bounds()
     assert (lower, upper) == (0.0, 1.0)
+
+
+def test_lucb1_pulls_both_arms_of_the_critical_pair_every_round_by_default():
+    res = LUCB(MeansEnv(np.linspace(0.2, 0.8, 8), np.random.default_rng(1)), m=2, epsilon=0.05).run()
+    assert res.stopped_by == "certified" and res.pulls - 8 == 2 * (res.rounds - 1)
+
+
+def test_lucb_pp_on_a_finite_pool_builds_its_one_sided_sequences_over_that_pool():
+    class Pool:
+        n_arms, population = 4, 6
+        true_means = np.array([0.8, 0.6, 0.4, 0.2])
+
+        def pull(self, arm):
+            return np.full(2, self.true_means[arm])
+
+    lucb = LUCB(Pool(), m=1, cs="wor", split="lucb++")
+    for seq in (lucb.sequence, lucb.upper_sequence):
+        assert isinstance(seq, WoRBettingCS) and seq.population == 6 and seq.one_sided
