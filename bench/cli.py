@@ -404,8 +404,9 @@ def cmd_data(argv: list[str]) -> int:
 
 def table_parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m bench table", description="Recorded reward tables (bench/reward_table.py).")
-    p.add_argument("action", choices=["build", "show", "replay", "calls"],
+    p.add_argument("action", choices=["build", "show", "replay", "calls", "merge"],
                    help="build: record a table; show: summarise one; replay: fit the harness's selectors from it; "
+                        "merge: join the columns of two tables of the same arms and items; "
                         "calls: answer a plan's calls (another machine's half of build --plan / --answers-from)")
     p.add_argument("file", type=Path,
                    help="the table (.npz): written by build, read by show and replay; calls: the plan (.json)")
@@ -428,6 +429,13 @@ def table_parser() -> argparse.ArgumentParser:
                    help="seeded samples per (arm, item) at --temperature (one when answers are deterministic)")
     p.add_argument("--temperature", type=float, default=0.25, help="sampling temperature (the paper's 0.25)")
     p.add_argument("--max-new-tokens", type=_positive, default=256, help="generation cap (a label needs 8)")
+    p.add_argument("--rewards", type=_csv, default=["generation"], metavar="GROUPS",
+                   help="build: the columns recorded, a comma list of generation (sampled answers, their rewards and "
+                        "metric, the gold log-likelihood: the default), loglik (the gold output's log-likelihood "
+                        "alone, one teacher-forced pass per (arm, item): affordable on a CPU) and options (a "
+                        "multiple-choice task's options ranked by log-likelihood: AQuA-RAT)")
+    p.add_argument("--merge", type=Path, default=None, metavar="OTHER.npz",
+                   help="merge: the table whose columns join FILE's (the same arms and items), written to --out")
     p.add_argument("--scoring", choices=SCORINGS, default="auto", help="as for `run`")
     p.add_argument("--calibration", choices=CALIBRATIONS, default="none", help="as for `run`")
     p.add_argument("--reward", choices=REWARDS, default="auto", help="as for `run`")
@@ -461,16 +469,18 @@ def table_parser() -> argparse.ArgumentParser:
     replay.add_argument("--seeds", type=_positive, default=10, help="seeds 0..N-1, each a paired observation")
     replay.add_argument("--param", type=_param, action="append", default=[], metavar="METHOD.NAME=VALUE",
                         help="a selector parameter (repeatable)")
-    replay.add_argument("--table-reward", choices=["rewards", "metric", "loglik"], default="rewards",
-                        help="which recorded reward a pull returns")
-    replay.add_argument("--table-metric", default="metric",
+    replay.add_argument("--table-reward", default="auto",
+                        help="which recorded column a pull returns (rewards, metric, loglik, chrf, option_correct, "
+                             "option_prob: those the table holds); auto: rewards where recorded, else loglik")
+    replay.add_argument("--table-metric", default="auto",
                         help="which recorded score a selection's test items get: the task's metric, or a secondary "
-                             "one the table holds (WMT19: chrf)")
+                             "one the table holds (WMT19: chrf); auto: the metric where recorded, else the reward")
     replay.add_argument("--llm-budget", type=_positive, default=None, help="calls a fit may ask for")
     replay.add_argument("--baseline", default=None, help="the method the others are compared with (default: the first)")
     replay.add_argument("--margin", type=float, default=0.02,
                         help="equivalence margin of the TOST, on the metric's 0-1 scale, fixed before the run")
-    replay.add_argument("--out", type=Path, default=None, help="folder for rows.jsonl (resumable) and the summary")
+    replay.add_argument("--out", type=Path, default=None,
+                        help="replay: folder for rows.jsonl (resumable) and the summary; merge: the merged table")
     return p
 
 
@@ -480,6 +490,14 @@ def cmd_table(argv: list[str]) -> int:
 
     if args.action == "show":
         print(RewardTable.load(args.file).summary())
+        return 0
+    if args.action == "merge":
+        if args.merge is None or args.out is None:
+            raise ConfigError("table merge FILE --merge OTHER.npz --out MERGED.npz")
+        merged = RewardTable.load(args.file).merge(RewardTable.load(args.merge))
+        merged.save(args.out)
+        print(merged.summary())
+        print(f"wrote {args.out}")
         return 0
     if args.action == "replay":
         from bench import replay
@@ -508,6 +526,11 @@ def cmd_table(argv: list[str]) -> int:
         load_task_file(path)
     bertscore = BertScore(BertScoreConfig(rescale=args.bertscore_rescale))
     task = make_task(args.task, bertscore).configure(args.scoring, args.calibration, args.reward)
+    from bench.reward_table import check_columns
+
+    groups = check_columns(task, args.rewards)
+    if args.plan is not None and groups != ("generation",):
+        raise ConfigError("--plan writes the generation calls for another machine; --rewards loglik,options run here")
     splits = task.load_splits(args.data_dir or default_data_dir(), n_test=args.n_test, n_val=args.n_val,
                               pool_size=args.pool_size, seed=args.seed)
     spec = LLMSpec(args.llm, backend=args.backend)
@@ -531,7 +554,7 @@ def cmd_table(argv: list[str]) -> int:
         except (OSError, ValueError) as exc:
             raise ConfigError(f"--answers-from {args.answers_from}: not readable ({exc})") from None
     table = build(task, splits, client, Encoder(), bertscore, n_arms=args.arms, k=args.k, seed=args.seed,
-                  samples=args.samples, progress=not args.no_progress, answers_from=recorded)
+                  samples=args.samples, progress=not args.no_progress, answers_from=recorded, groups=groups)
     table.save(args.file)
     print(table.summary())
     print(f"wrote {args.file}")

@@ -118,13 +118,14 @@ class Replay:
     def expected_scores(self) -> dict[str, np.ndarray]:
         """Per test metric (the task's, and each secondary one the table holds), [arms, items]: each arm's expected
         score on each item (the mean over the recorded samples)."""
-        return {name: self.table.values(name).mean(axis=2) for name in ("metric", *self.table.extras)}
+        held = [name for name in self.table.columns if name not in ("rewards", "loglik")]
+        return {name: self.table.values(name).mean(axis=2) for name in held}
 
     def fit_and_score(self, name: str, params: dict, seed: int, n_val: int, reward: str, budget: int | None) -> dict:
         from methods.base import FitContext, create
 
         table, arm_of, column_of = self.table, self.arm_of, self.column_of
-        values = getattr(table, reward)
+        values = table.values(reward)
         values = values[:, :, None] if values.ndim == 2 else values
         oracle = TableOracle(values, arm_of, column_of, self.task, name, budget)
         pick = np.sort(np.random.default_rng([seed, 2]).choice(len(self.validation), n_val, replace=False))
@@ -293,7 +294,10 @@ def run(path: Path, methods: list[str], params: dict, seeds: list[int], n_val: i
     if margin <= 0:
         raise ConfigError(f"--margin must be > 0, got {margin}")
     replay = Replay.load(path, data_dir, Encoder())
-    replay.table.values(metric_name)  # a metric the table lacks fails before any fit
+    reward = replay.table.default_reward if reward == "auto" else reward
+    if metric_name == "auto":  # the task's metric where recorded, else what a pull returns
+        metric_name = "metric" if "metric" in replay.table.columns else reward
+    replay.table.values(reward), replay.table.values(metric_name)  # a column the table lacks fails before any fit
     if not 1 <= n_val <= len(replay.validation):
         raise ConfigError(f"--n-val must be 1..{len(replay.validation)} (the table's validation pool), got {n_val}")
     rows = []

@@ -16,6 +16,13 @@ repeating a call), one bar with an ETA. Per (arm, item) it stores:
 - `item_ids`, `split` ("validation" / "test") [items]; `arm_demo_ids` [arms, k];
 - `meta`: a JSON string (task, answering settings, model id, decoding, the prompt template's hash, k, seed,
   samples, the code version, when and how long it took to build).
+- with `--rewards` (`columns`), a table records only some groups of columns, and `meta.columns` names the ones it
+  holds (the others are NaN and any read of them is a ConfigError): `generation` (the above: sampled answers,
+  their rewards and metric, and the gold log-likelihood), `loglik` (the gold log-likelihood alone: one
+  teacher-forced pass per (arm, item), which a CPU affords where generation needs a GPU), `options` (a multiple-
+  choice task's options ranked by log-likelihood, Task.option_ranking: `extra_option_correct`, 0/1, and
+  `extra_option_prob`, the gold option's probability over the options). `merge` joins two tables of the same arms
+  and items that hold different columns (a GPU's generation columns into a CPU's log-likelihood table).
 The file is NumPy's compressed `.npz` (no pickles: `np.load(F, allow_pickle=False)` reads it).
 
 Recording on another machine (a GPU box with neither the data nor the encoder): `build --plan P.json` writes the
@@ -42,6 +49,8 @@ from bench.log import LOG, Progress
 from dearicl.confidence import snap_rounding
 
 FORMAT = "icl-select-bench reward table v1"
+COLUMN_GROUPS = ("generation", "loglik", "options")
+OPTION_COLUMNS = ("option_correct", "option_prob")
 
 
 @dataclass
@@ -55,14 +64,25 @@ class RewardTable:
     meta: dict
     extras: dict = field(default_factory=dict)  # name -> [arms, items, samples]: the task's secondary metrics (chrF)
 
+    @property
+    def columns(self) -> list[str]:
+        """The recorded columns: rewards, metric, loglik and the extras (a table of every group before `--rewards`
+        holds all of them), or those of the groups `meta.columns` names."""
+        return list(self.meta.get("columns") or ["rewards", "metric", "loglik", *self.extras])
+
+    @property
+    def default_reward(self) -> str:
+        """What a pull returns unless asked otherwise: the selection reward if recorded, else the gold
+        log-likelihood."""
+        return "rewards" if "rewards" in self.columns else "loglik"
+
     def values(self, what: str) -> np.ndarray:
-        """rewards, metric, loglik or a secondary metric by name."""
-        if what in ("rewards", "metric", "loglik"):
-            return getattr(self, what)
-        if what not in self.extras:
-            known = ", ".join(["rewards", "metric", "loglik", *self.extras])
-            raise ConfigError(f"the table holds no '{what}' (it holds {known})")
-        return self.extras[what]
+        """rewards, metric, loglik or a secondary metric by name: [arms, items, samples] ([arms, items] for loglik)."""
+        if what == "auto":
+            what = self.default_reward
+        if what not in self.columns:
+            raise ConfigError(f"the table holds no '{what}' (it holds {', '.join(self.columns)})")
+        return getattr(self, what) if what in ("rewards", "metric", "loglik") else self.extras[what]
 
     @property
     def validation(self) -> np.ndarray:
@@ -83,8 +103,8 @@ class RewardTable:
         m = self.meta
         lines = [f"reward table: task {m['task']}, model {m['model']}, {len(self.rewards)} arms of k={m['k']}, "
                  f"{len(self.validation)} validation + {len(self.test)} test items, {self.rewards.shape[2]} sample(s); "
-                 f"built {m['built_at']} in {m['build_seconds']:.0f} s"]
-        for what in ("rewards", "metric", "loglik", *self.extras):
+                 f"built {m['built_at']} in {m['build_seconds']:.0f} s; columns {', '.join(self.columns)}"]
+        for what in self.columns:
             means = self.true_means(what)
             top = np.sort(means)[::-1]
             lines.append(f"  {what:>8}: arm means {means.min():.3f}-{means.max():.3f} (sd {means.std(ddof=1):.3f}); "
@@ -115,6 +135,36 @@ class RewardTable:
                            data["arm_demo_ids"], meta, extras)
         except (OSError, ValueError, KeyError) as exc:
             raise DataError(f"{path}: not a readable reward table ({exc})") from None
+
+    def merge(self, other: "RewardTable") -> "RewardTable":
+        """This table with `other`'s columns added: the same task, model, arms and items, recorded apart (a CPU's
+        log-likelihoods and a GPU's generations); a column both hold must agree (to float32 rounding)."""
+        for key in ("task", "model", "k", "seed", "template_hash", "answering"):
+            if self.meta.get(key) != other.meta.get(key):
+                raise ConfigError(f"the tables differ in {key} ({self.meta.get(key)!r} vs {other.meta.get(key)!r})")
+        if (not np.array_equal(self.item_ids, other.item_ids) or not np.array_equal(self.split, other.split)
+                or not np.array_equal(self.arm_demo_ids, other.arm_demo_ids)):
+            raise ConfigError("the tables hold other arms or items: only tables of the same build settings merge")
+        mine, theirs = set(self.columns), set(other.columns)
+        for name in mine & theirs:
+            a, b = self.values(name), other.values(name)
+            if a.shape != b.shape or not np.allclose(a, b, rtol=1e-4, atol=1e-5):
+                raise ConfigError(f"both tables hold '{name}' and their values differ")
+        take = lambda name: other if name in theirs and name not in mine else self  # noqa: E731
+        extras = {name: take(name).extras[name] for name in self.columns + other.columns
+                  if name not in ("rewards", "metric", "loglik")}
+        meta = {**self.meta, "columns": [c for c in dict.fromkeys(self.columns + other.columns)],
+                "merged_from": [_provenance(self.meta), _provenance(other.meta)]}
+        if "generation" in other.meta.get("groups", ["generation"]) and "rewards" in theirs:
+            meta.update({k: other.meta[k] for k in ("samples", "decoding", "metric", "bertscore", "answers_recorded")
+                         if k in other.meta})
+        return RewardTable(take("rewards").rewards, take("metric").metric, take("loglik").loglik, self.item_ids,
+                           self.split, self.arm_demo_ids, meta, extras)
+
+
+def _provenance(meta: dict) -> dict:
+    return {k: meta.get(k) for k in ("columns", "groups", "code", "built_at", "build_seconds", "answers_recorded")
+            if meta.get(k) is not None}
 
 
 def table_splits(table: RewardTable, data_dir, path="the table"):
@@ -157,6 +207,34 @@ def gold_loglik(client: LLMClient, task, demos, items, scope) -> np.ndarray:
     return np.exp(totals / counts)
 
 
+def option_ranks(client: LLMClient, task, demos, items, scope) -> tuple[np.ndarray, np.ndarray]:
+    """A multiple-choice task's options ranked by log-likelihood after the arm's demonstrations
+    (Task.option_ranking): per item, 1 when the gold option scores strictly highest (a tie is wrong), and the gold
+    option's probability, the scores normalised over the options. One call per item, the prefix shared."""
+    from scipy.special import softmax
+
+    ranker = task.option_ranking()
+    scores = np.array(client.classify(ranker, demos, items, scope=scope,
+                                      words=[ranker.option_words(it) for it in items])[0], dtype=np.float64)
+    gold = np.array(["ABCDE".index(it.answer) for it in items])
+    rows = np.arange(len(items))
+    others = np.where(np.arange(scores.shape[1])[None, :] == gold[:, None], -np.inf, scores)
+    return (scores[rows, gold] > others.max(axis=1)).astype(np.float64), softmax(scores, axis=1)[rows, gold]
+
+
+def check_columns(task, groups) -> tuple[str, ...]:
+    """The column groups a build records, in a fixed order; an unknown group, none, or options for a task that has
+    none is a ConfigError (before any model loads)."""
+    unknown = sorted(set(groups) - set(COLUMN_GROUPS))
+    groups = tuple(g for g in COLUMN_GROUPS if g in set(groups))
+    if unknown or not groups:
+        raise ConfigError(f"--rewards takes a comma list of {', '.join(COLUMN_GROUPS)}, got "
+                          f"{','.join(unknown) or 'none'}")
+    if "options" in groups and task.option_ranking() is None:
+        raise ConfigError(f"--rewards options ranks a multiple-choice task's options; task '{task.name}' has none")
+    return groups
+
+
 def table_arms(task, splits, encoder, n_arms: int, k: int, seed: int) -> list[list[Item]]:
     """The arms' demonstrations, built as the bandit selectors build them (same encoder input, same seed)."""
     from dearicl.arms import build_arms
@@ -167,60 +245,85 @@ def table_arms(task, splits, encoder, n_arms: int, k: int, seed: int) -> list[li
     return [[splits.pool[i] for i in members] for members in arms.members]
 
 
-def record(client: LLMClient, task, arm_demos, items, samples: int, *, score: bool = True, progress: bool = True):
-    """Pull every arm on every item: per arm, (the Answers of its samples, the items in order within each sample,
-    or with `score` False only the calls, loglik [items]). All samples of an arm are one shared-prefix call."""
+def record(client: LLMClient, task, arm_demos, items, samples: int, *, score: bool = True, progress: bool = True,
+           groups: tuple[str, ...] = ("generation",)):
+    """Pull every arm on every item: per arm, a dict of what `groups` asks for: "answers" (the Answers of its
+    samples, the items in order within each sample, or with `score` False only the calls), "loglik" [items], and
+    "options" ((correct, probability) [items] each). All samples of an arm are one shared-prefix call."""
     scope = CallScope("reward-table", task.name, "selection")
     params = client.params_for(task)
     tiled = list(items) * samples
     indices = [s for s in range(samples) for _ in items]
-    bar = Progress(len(arm_demos) * len(items) * (samples + 1), f"table {task.name}", progress, unit="calls")
+    generate = "generation" in groups
+    per_arm = len(items) * ((samples if generate else 0) + (generate or "loglik" in groups) + ("options" in groups))
+    bar = Progress(len(arm_demos) * per_arm, f"table {task.name}", progress, unit="calls")
     try:
         for demos in arm_demos:
-            how = answer if score else ask
-            got = how(client, task, [demos] * len(tiled), tiled, scope=scope, params=params, sample_indices=indices)
-            bar.update(len(tiled))
-            loglik = gold_loglik(client, task, demos, items, scope)
-            bar.update(len(items))
-            yield got, loglik
+            got = {}
+            if generate:
+                how = answer if score else ask
+                got["answers"] = how(client, task, [demos] * len(tiled), tiled, scope=scope, params=params,
+                                     sample_indices=indices)
+                bar.update(len(tiled))
+            if generate or "loglik" in groups:
+                got["loglik"] = gold_loglik(client, task, demos, items, scope)
+                bar.update(len(items))
+            if "options" in groups:
+                got["options"] = option_ranks(client, task, demos, items, scope)
+                bar.update(len(items))
+            yield got
     finally:
         bar.close()
 
 
 def build(task, splits, client: LLMClient, encoder, bertscore, *, n_arms: int, k: int, seed: int, samples: int,
-          progress: bool = True, answers_from: dict | None = None) -> RewardTable:
-    samples = 1 if task.scoring == "rank" or client.params.greedy else samples  # deterministic answers
+          progress: bool = True, answers_from: dict | None = None,
+          groups: tuple[str, ...] = ("generation",)) -> RewardTable:
+    groups = check_columns(task, groups)
+    generate = "generation" in groups
+    samples = 1 if task.scoring == "rank" or client.params.greedy or not generate else samples  # deterministic
     arm_demos = table_arms(task, splits, encoder, n_arms, k, seed)
     items = list(splits.validation) + list(splits.test)
     if answers_from is not None:
         check_recorded(client, task, arm_demos, items, samples, answers_from)
     n = len(items)
-    rewards, metric = np.zeros((len(arm_demos), n, samples)), np.zeros((len(arm_demos), n, samples))
-    loglik = np.zeros((len(arm_demos), n))
+    shape = (len(arm_demos), n, samples)
+    rewards, metric = np.full(shape, np.nan), np.full(shape, np.nan)  # NaN where not recorded (meta.columns)
+    loglik = np.full((len(arm_demos), n), np.nan)
     extras: dict[str, np.ndarray] = {}
     params = client.params_for(task)
     from bench.provenance import environment
 
     code = environment().get("git_commit", "")  # the code that runs the build (HEAD may move during an hour's build)
     began = time.perf_counter()
-    for a, (got, arm_loglik) in enumerate(record(client, task, arm_demos, items, samples, progress=progress)):
-        rewards[a] = reward_of(task, got, list(items) * samples, bertscore).reshape(samples, n).T
-        metric[a] = np.reshape(got.scores, (samples, n)).T
-        for name, values in got.extras.items():
-            extras.setdefault(name, np.zeros((len(arm_demos), n, samples)))[a] = np.reshape(values, (samples, n)).T
-        loglik[a] = arm_loglik
+    for a, got in enumerate(record(client, task, arm_demos, items, samples, progress=progress, groups=groups)):
+        if generate:
+            answers = got["answers"]
+            rewards[a] = reward_of(task, answers, list(items) * samples, bertscore).reshape(samples, n).T
+            metric[a] = np.reshape(answers.scores, (samples, n)).T
+            for name, values in answers.extras.items():
+                extras.setdefault(name, np.zeros(shape))[a] = np.reshape(values, (samples, n)).T
+        if "loglik" in got:
+            loglik[a] = got["loglik"]
+        if "options" in got:
+            for name, values in zip(OPTION_COLUMNS, got["options"]):
+                extras.setdefault(name, np.zeros((len(arm_demos), n, 1)))[a, :, 0] = values
     seconds = time.perf_counter() - began
-    LOG.info("reward table %s: %d arms x %d items x %d samples in %.0f s", task.name, len(arm_demos), n, samples,
-             seconds)
+    LOG.info("reward table %s (%s): %d arms x %d items x %d samples in %.0f s", task.name, ",".join(groups),
+             len(arm_demos), n, samples, seconds)
+    columns = (["rewards", "metric", "loglik", *sorted(extras)] if generate else
+               ["loglik"] * ("loglik" in groups) + [c for c in OPTION_COLUMNS if c in extras])
     meta = {"task": task.name, "answering": task.settings(), "model": client.backend.model_id,
-            "metric": task.metric_name, "extras": sorted(extras),
+            "metric": task.metric_name, "extras": sorted(extras), "groups": list(groups), "columns": columns,
             "decoding": {"temperature": params.temperature, "max_new_tokens": params.max_new_tokens,
-                         "stop": list(params.stop)},
+                         "stop": list(params.stop)} if generate else None,
             "template_hash": template_hash(task), "k": k, "n_arms": len(arm_demos), "seed": seed, "samples": samples,
             "n_validation": len(splits.validation), "n_test": len(splits.test), "pool_size": len(splits.pool),
             "code": code, "built_at": datetime.now(timezone.utc).isoformat(
                 timespec="seconds"), "build_seconds": round(seconds, 1)}
-    if task.reward == "bertscore" and bertscore is not None:  # which scorer, and whether rescaled
+    if "options" in groups:
+        meta["options_template_hash"] = template_hash(task.option_ranking())
+    if generate and task.reward == "bertscore" and bertscore is not None:  # which scorer, and whether rescaled
         meta["bertscore"] = bertscore.description(task.lang)
     if answers_from is not None:  # the answers came from another machine's run of `table calls`
         meta["answers_recorded"] = answers_from

@@ -77,8 +77,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--env", required=True, metavar="|".join(ENVS),
                    help="reward environment: linear (--features-csv, --theta), a SIMULATED testbed family, custom "
                         "(--reward-module), or table:FILE, a recorded table of real LLM rewards (bench table build)")
-    p.add_argument("--table-reward", choices=["rewards", "metric", "loglik"], default="rewards",
-                   help="table:FILE: which recorded reward a pull returns")
+    p.add_argument("--table-reward", default="auto",
+                   help="table:FILE: which recorded column a pull returns: rewards, metric, loglik or any other the "
+                        "table holds (chrf, option_correct, option_prob; `bench table show` lists them); auto: rewards "
+                        "where recorded, else loglik")
     p.add_argument("--methods", default=None,
                    help=f"comma-separated, or 'all': {', '.join(SIM_METHODS)} (default: {DEFAULT_METHODS}; "
                         "case only on linear)")
@@ -243,10 +245,11 @@ def table_world(args, env_info: dict):
     queries_all = enc.encode_items([items[i] for i in table.item_ids[pool_rows]])
     arms = ArmSet(members=members, clusters=np.zeros(len(splits.pool), dtype=np.int64))
     n_val = min(args.n_val, len(pool_rows))
-    values = getattr(table, args.table_reward)
+    reward = table.default_reward if args.table_reward == "auto" else args.table_reward
+    values = table.values(reward)
     values = values[:, :, None] if values.ndim == 2 else values
     env_info.update(table=str(path), task=meta["task"], model=meta["model"], n_arms=len(members), k=meta["k"],
-                    n_val=n_val, validation_pool=len(pool_rows), samples=values.shape[2], reward=args.table_reward,
+                    n_val=n_val, validation_pool=len(pool_rows), samples=values.shape[2], reward=reward,
                     protocol=args.protocol, batch=(args.batch or n_val) if args.protocol == "population" else None,
                     simulated=False, recorded=True)
     cache: dict[int, World] = {}

@@ -429,19 +429,43 @@ class HFBackend(Backend):
                 ids = torch.full((len(part), longest), self.tokenizer.pad_token_id, dtype=torch.long)
                 for n, r in enumerate(part):
                     ids[n, :len(rows[r][1])] = torch.tensor(rows[r][1], dtype=torch.long)
-                positions = sorted({p for r in part for p, _, _ in rows[r][2]})
-                at = {p: n for n, p in enumerate(positions)}
+                wanted = [(n, p, target) for n, r in enumerate(part) for p, target, _ in rows[r][2]]
                 with torch.inference_mode():
-                    logits = self.model(ids.to(self.device), past_key_values=self._batch_copy(prefix_cache, len(part)),
-                                        use_cache=True, logits_to_keep=torch.tensor(positions, device=self.device)).logits
-                for n, r in enumerate(part):
-                    item, head, wanted = rows[r]
-                    logprobs = torch.log_softmax(logits[n, [at[p] for p, _, _ in wanted]].float(), dim=-1)
-                    for m, (_, target, j) in enumerate(wanted):
-                        scores[item][j] += float(logprobs[m, target])
+                    hidden = self._decoder(ids.to(self.device), past_key_values=self._batch_copy(
+                        prefix_cache, len(part)), use_cache=True).last_hidden_state
+                    at = torch.tensor([[n, p] for n, p, _ in wanted], device=self.device)
+                    logprobs = iter(self._target_logprobs(hidden[at[:, 0], at[:, 1]],
+                                                          torch.tensor([t for _, _, t in wanted], device=self.device)))
+                for r in part:
+                    item, head, targets = rows[r]
+                    for _, _, j in targets:
+                        scores[item][j] += float(next(logprobs))
                     prefilled[item] += len(head)
         prefilled[0] += charge  # a prefix prefilled by this call is charged to the first row
         return [RawChoices(s, prompt_tokens=len(ids), prefilled_tokens=p) for s, ids, p in zip(scores, full, prefilled)]
+
+    @property
+    def _decoder(self):
+        """The model without its output layer: choice_logliks applies that layer only at the scored positions."""
+        return self.model.get_decoder()
+
+    def _target_logprobs(self, hidden, targets, rows: int = 256):
+        """log p(target) at each hidden state: the output layer (and a final soft-cap, as Gemma's forward applies
+        it) on those states only, in blocks of `rows` (a 262k-word vocabulary makes 1 MB of logits a row), and
+        logit(target) - logsumexp(logits) in float32, with no log-softmax over the whole vocabulary written."""
+        import torch
+
+        head = self.model.get_output_embeddings()
+        cap = getattr(self.model.config, "final_logit_softcapping", None)
+        out = []
+        for start in range(0, len(hidden), rows):
+            logits = head(hidden[start:start + rows])
+            if cap is not None:
+                logits = torch.tanh(logits / cap) * cap
+            logits = logits.float()
+            part = targets[start:start + rows]
+            out.append(logits.gather(1, part[:, None])[:, 0] - torch.logsumexp(logits, dim=-1))
+        return torch.cat(out).tolist() if out else []
 
     def _decode_in_chunks(self, input_ids, mask, cache, params: GenerationParams,
                           seeds: Sequence[int]) -> list[tuple[str, int]]:

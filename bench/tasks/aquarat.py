@@ -25,6 +25,12 @@ def format_options(options: Sequence[str]) -> str:
     return ", ".join(parts)
 
 
+def option_text(option: str) -> str:
+    """'B)21.5' -> '21.5': an option's answer text without its letter."""
+    m = OPTION.match(option)
+    return m.group(2).strip() if m else option.strip()
+
+
 def extract_letter(output: str) -> str:
     """The chosen option letter: an explicit answer phrase first, else the last 'X)' mention. Markdown
     emphasis (a chat model's **Answer: (C)**) is ignored."""
@@ -69,3 +75,28 @@ class AquaRat(Task):
 
     def score(self, predictions: Sequence[str], items: Sequence[Item], outputs: Sequence[str]) -> list[float]:
         return [float(p == it.answer) for p, it in zip(predictions, items)]
+
+    def option_ranking(self) -> "AquaRatOptions":
+        return AquaRatOptions()
+
+
+class AquaRatOptions(AquaRat):
+    """AQuA-RAT answered by ranking its five options (reward tables' `option_*` columns), the cloze way
+    lm-evaluation-harness scores multiple choice: each option's answer text is scored after "[Question]: ...
+    [Answer]:", the options not shown, and the demonstrations are the same items as question and gold option text
+    (as classification tasks show a label word). An option's score is its summed log-likelihood, as a ranked label
+    word's is (bench/tasks/classification.py); the probabilities are those scores normalised over the five."""
+
+    name = "aquarat-options"
+    instruction = ""
+    stop = ("\n",)
+
+    def format_demo(self, item: Item) -> str:
+        gold = item.options["ABCDE".index(item.answer)] if item.options and item.answer in "ABCDE" else item.answer
+        return f"[Question]: {item.question}\n[Answer]: {option_text(gold)}"
+
+    def format_query(self, item: Item) -> str:
+        return f"[Question]: {item.question}\n[Answer]:"
+
+    def option_words(self, item: Item) -> list[str]:
+        return [option_text(o) for o in item.options]

@@ -258,6 +258,11 @@ class Task(ABC):
     def extra_metrics(self, outputs: Sequence[str], items: Sequence[Item]) -> dict[str, list[float]]:
         return {}
 
+    def option_ranking(self) -> "Task | None":
+        """A multiple-choice task's way to rank its options by log-likelihood (its prompts and `option_words`);
+        None for a task without options."""
+        return None
+
 
 def _subsample(items: list[Item], n: int | None, rng: random.Random) -> list[Item]:
     if n is None or n >= len(items):
