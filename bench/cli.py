@@ -324,9 +324,13 @@ def cmd_simulate(argv: list[str]) -> int:
         calls = (f"  {'rewards' if r.get('simulated') else 'calls'} {r['mean_calls']:.0f}" if "mean_calls" in r
                  else "")
         print(f"  {r['method']:>22}  runs {r['runs']}  rounds {r['mean_rounds']:.1f}  pulls {r['mean_pulls']:.1f} ± "
-              f"{r['pulls_se']:.1f}{calls}  error rate {r['error_rate']:.3f}  eps-error {r['eps_error_rate']:.3f} "
-              f"(95% bound {r['eps_error_ucb95']:.3f})"
+              f"{r['pulls_se']:.1f}{calls}  error rate {r['error_rate']:.3f}  eps-error vs the {r['target']} "
+              f"{r['eps_error_rate']:.3f} (95% bound {r['eps_error_ucb95']:.3f})"
               f"  regret {r['mean_simple_regret']:.4f} ± {r['simple_regret_se']:.4f}{coverage}  stops {r['stopped_by']}")
+        if "eps_error_pool_rate" in r:  # the pool is not what a fixed set estimates: its floor beside it
+            print(f"  {'':>22}  vs the validation pool: eps-error {r['eps_error_pool_rate']:.3f} (95% bound "
+                  f"{r['eps_error_pool_ucb95']:.3f}; oracle floor {r['oracle_floor_pool']:.3f}: knowing each arm's "
+                  f"exact mean on the items pulled), regret {r['mean_simple_regret_pool']:.4f}")
     return 0
 
 

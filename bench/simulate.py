@@ -36,10 +36,17 @@ class SimMethod:
     stop: str = "sequences"  # dearicl-pac's stop (dearicl/pac.py): the certificate, or the uncertified model stop
     cs: str | None = None  # a confidence sequence of its own (else --cs)
     lucb: dict = field(default_factory=dict)  # LUCB options: split ("uniform" | "lucb++"), sampling ("both" | "wider")
+    case: dict = field(default_factory=dict)  # CASE's sigma and patience off the linear environment (CASE_DEFAULTS)
+
+
+# CASE as the harness runs it (methods/bandit_base.py: sigma 0.5, patience 0, the gap rule alone as in Algorithm 1 and
+# configs/paper.yaml); `case-script` is the other setting, the earlier replay's: sigma = --noise (0.1), patience 20
+CASE_DEFAULTS = {"sigma": 0.5, "patience": 0}
 
 
 SIM_METHODS = {
     "case": SimMethod("linear"),
+    "case-script": SimMethod("linear", case={"sigma": "noise", "patience": 20}),  # CASE's script's patience of 20
     "dearicl": SimMethod("neural"),
     "dearicl-random": SimMethod("neural", "random"),
     "dearicl-cal0": SimMethod("neural", neural={"calibration": 0.0}),  # pure relaxed-NDCG loss
@@ -101,8 +108,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cs", choices=CONFIDENCE_SEQUENCES, default="query-bernstein",
                    help="the confidence sequence of lucb and dearicl-pac (dearicl/confidence.py)")
     p.add_argument("--patience", type=int, default=None,
-                   help="rounds without a change of U_t required to stop (default: case 20 as in its script, "
-                        "0 for dearicl as in Algorithm 1 and for the linear GIFA mode)")
+                   help="rounds without a change of U_t required to stop (default 0: the gap rule alone, as in "
+                        "Algorithm 1 and the harness's CASE; case-script: 20, as in CASE's script)")
     p.add_argument("--out", type=Path, default=None, help="JSON results (default: print)")
     p.add_argument("--plot", type=Path, default=None, help="PNG of gap index and simple regret per round (run 0)")
     p.add_argument("--scatter", type=Path, default=None, help="PNG: mean pulls vs eps-error rate per method")
@@ -331,10 +338,17 @@ def mean_se(values: list[float]) -> tuple[float, float]:
     return float(arr.mean()), se
 
 
+def upper_bound95(errors: list) -> float:
+    """One-sided 95% Clopper-Pearson upper bound of an error rate (0 errors in n runs: 1 - 0.05^(1/n))."""
+    n, k = len(errors), int(sum(errors))
+    return float(stats.beta.ppf(0.95, k + 1, n - k)) if k < n else 1.0
+
+
 def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, linear: bool) -> tuple[dict, list]:
     spec = SIM_METHODS[name]
-    per_run: dict[str, list] = {"pulls": [], "rounds": [], "calls": [], "error": [], "eps_error": [], "regret": [], "coverage": [],
-                                "seconds": []}
+    per_run: dict[str, list] = {"pulls": [], "rounds": [], "calls": [], "error": [], "eps_error": [], "regret": [],
+                                "coverage": [], "seconds": [], "eps_error_pool": [], "oracle_floor_pool": [],
+                                "regret_pool": []}
     stops: dict[str, int] = {}
     trace0: list = []
     for r in tqdm(range(args.runs), desc=f"simulate {name}", disable=True if args.no_progress else None):
@@ -356,10 +370,13 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
                                                           cold_start=args.cold_start, max_pulls=args.budget, cs=args.cs,
                                                           stop=spec.stop, seed=args.seed * 1000 + r)).run()
         else:
+            case = {**CASE_DEFAULTS, **spec.case}
             if spec.kind == "linear":
-                # the surrogate assumes the environment's noise level; GIFA's lambda = sigma / 20
+                # GIFA's linear environment: the surrogate assumes its noise level, lambda = sigma / 20; elsewhere the
+                # harness's CASE (or the named variant's sigma)
+                sigma = noise if linear or case["sigma"] == "noise" else case["sigma"]
                 reg = (noise / 20) ** 2 if linear else 1.0
-                surrogate = LinearSurrogate(world.case_features, reg=reg, sigma=noise, delta=args.delta,
+                surrogate = LinearSurrogate(world.case_features, reg=reg, sigma=sigma, delta=args.delta,
                                             beta=args.beta)
             else:
                 surrogate = NeuralSurrogate(world.queries, world.arm_emb, delta=args.delta,
@@ -370,10 +387,10 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
                                cold_start="all" if linear else args.cold_start, max_pulls=args.budget,
                                seed=args.seed * 1000 + r, max_rounds=200_000 if linear else 10_000,
                                patience=args.patience if args.patience is not None else
-                               (20 if spec.kind == "linear" and not linear else 0))
+                               (case["patience"] if spec.kind == "linear" and not linear else 0))
             res = GapIndexTopM(env, surrogate, cfg).run()
         per_run["seconds"].append(time.perf_counter() - began)
-        truth = env.true_means
+        truth, target = env.true_means, getattr(env, "target", "truth")
         best = np.sort(truth)[::-1]
         if spec.kind == "quantile":  # its target: one arm within epsilon of the top rho fraction
             bar = quantile_target(truth, args.rho)
@@ -384,6 +401,12 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
             # (epsilon, delta)-PAC: every returned arm within epsilon of the true m-th best
             per_run["eps_error"].append(float(np.any(truth[res.top_m] < best[m - 1] - epsilon - 1e-12)))
         per_run["regret"].append(true_simple_regret(truth, res.top_m))
+        if getattr(env, "target", "") == "fixed set":  # the pool beside it, and the floor the fixed set sets there
+            pool, oracle = env.pool_means, np.argsort(-truth, kind="stable")[:m]
+            bar_pool = np.sort(pool)[::-1][m - 1] - epsilon - 1e-12
+            per_run["eps_error_pool"].append(float(np.any(pool[res.top_m] < bar_pool)))
+            per_run["oracle_floor_pool"].append(float(np.any(pool[oracle] < bar_pool)))
+            per_run["regret_pool"].append(true_simple_regret(pool, res.top_m))
         per_run["pulls"].append(res.pulls)
         per_run["rounds"].append(res.rounds)
         if hasattr(env, "harness_calls"):
@@ -399,6 +422,11 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
     if spec.cs:  # a method with its own sequence (the run's --cs is in the env block)
         neural["cs"] = spec.cs
     neural.update(spec.lucb)
+    if spec.kind == "linear":  # which CASE ran: the harness's, or the named variant
+        sigma = {**CASE_DEFAULTS, **spec.case}["sigma"]
+        neural.update(sigma=noise if linear or sigma == "noise" else sigma,
+                      patience=args.patience if args.patience is not None else
+                      (0 if linear else {**CASE_DEFAULTS, **spec.case}["patience"]))
     if spec.kind == "quantile":
         neural.update(rho=args.rho, m=1, arms_sampled=min(quantile_sample_size(args.rho, args.delta), env.n_arms))
     row = {"method": name, "simulated": not args.env.startswith("table:"), "runs": args.runs, "kind": spec.kind,
@@ -407,9 +435,13 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
                        ("regret", "mean_simple_regret"), ("coverage", "coverage")):
         mean, se = mean_se(per_run[key]) if per_run[key] else (None, None)
         row[label], row[label.replace("mean_", "") + "_se"] = mean, se
-    errors = int(sum(per_run["eps_error"]))
-    # one-sided 95% Clopper-Pearson upper bound of the eps-error rate (0 errors in n runs: 1 - 0.05^(1/n))
-    row["eps_error_ucb95"] = float(stats.beta.ppf(0.95, errors + 1, args.runs - errors)) if errors < args.runs else 1.0
+    row["eps_error_ucb95"] = upper_bound95(per_run["eps_error"])
+    row["target"] = target  # what eps-error, regret and coverage are judged against: what the pulls estimate
+    if per_run["eps_error_pool"]:  # a table's fixed set: the pool as a second target, with the protocol's floor
+        row.update(eps_error_pool_rate=float(np.mean(per_run["eps_error_pool"])),
+                   eps_error_pool_ucb95=upper_bound95(per_run["eps_error_pool"]),
+                   oracle_floor_pool=float(np.mean(per_run["oracle_floor_pool"])),
+                   mean_simple_regret_pool=float(np.mean(per_run["regret_pool"])))
     row["mean_rounds"], row["rounds_se"] = mean_se(per_run["rounds"])
     if per_run["calls"]:  # a table: what the pulls would cost the harness (repeats of deterministic answers: cached)
         row["mean_calls"], row["calls_se"] = mean_se(per_run["calls"])

@@ -172,8 +172,13 @@ class RecordedEnvironment:
 
     The bandit sees a fixed set of validation items (its `rows` of the table's validation pool, as a run with
     --n-val sees its items); a pull returns the arm's recorded reward on each of them, one of the recorded samples
-    drawn at random per item. The truth is the arm's mean over the WHOLE validation pool and every sample, so
-    eps-error, regret and width coverage are exact, and judge the population, not just the items pulled."""
+    drawn at random per item. Two targets, both exact:
+    - `true_means`, the FIXED SET's: each arm's mean over the rows pulled and every recorded sample. It is what a
+      pull estimates without bias, so the gap rule and every certificate on this protocol estimate it: eps-error,
+      regret and width coverage are judged against it;
+    - `pool_means`, the POOL's: the mean over the whole validation pool. Ten items cannot tell it exactly, so even an
+      oracle that knows `true_means` misses it (simulate reports that oracle's eps-error as the protocol's floor);
+      the population protocol (PopulationEnvironment) is the one that estimates it."""
 
     def __init__(self, values: np.ndarray, rows: np.ndarray, pool: np.ndarray, rng: np.random.Generator):
         # a pull's rewards are snapped into [0, 1] before any sequence sees them (BERTScore F1 1.0000001): the truth is
@@ -182,7 +187,9 @@ class RecordedEnvironment:
         self.values, self.rows, self.rng = values, np.asarray(rows), rng  # values: [arms, items, samples]
         self.n_arms = len(values)
         # in float64: a float32 mean (0.42 -> 0.41999998) would fail exact coverage checks against exact intervals
-        self.true_means = values[:, pool].reshape(len(values), -1).astype(np.float64).mean(axis=1)
+        self.pool_means = values[:, pool].reshape(len(values), -1).astype(np.float64).mean(axis=1)
+        self.true_means = values[:, self.rows].reshape(len(values), -1).astype(np.float64).mean(axis=1)
+        self.target = "pool" if set(self.rows.tolist()) == set(np.asarray(pool).tolist()) else "fixed set"
         self.sampled_pulls, self.arms_pulled = 0, set()
 
     def pull(self, arm: int) -> np.ndarray:

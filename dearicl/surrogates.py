@@ -19,6 +19,10 @@ Deviations from the paper that remain in the defaults (each a NeuralConfig knob,
 - c_t is a constant (`width_schedule="constant"`, c = `width_scale` = 1); the paper calls it "an annealed
   multiplier (user-specified)" (l.1306) and gives no schedule: `inverse-sqrt` (c / sqrt(t)) and `sqrt-log`
   (c sqrt(log(1 + t))) are offered, none is the paper's.
+- K in the width's log(2K^2/delta) is the number of arms compared, |U_t u C_t| = 15 (`log_k="compared"`); the
+  paper's proof defines K = |A|, every arm (l.1296; `log_k="arms"`, K = 100 in the study), and takes the union
+  over K^2 pairs (l.1486). Reason: the width is only ever computed for the compared arms. It is not a
+  certificate either way (above), and configs/paper.yaml sets the paper's K.
 - The placeholders before anything is measured, eps_stab = M = 1 (`stability_init`) and b_a = M/2
   (`bias_init`), and N = 256 passes (`mc_passes`) are this code's: the paper leaves all three open. Together they
   set DEARICL's 3-round stop (2.05 -> 1.05 -> 0.05) in the study.
@@ -40,6 +44,8 @@ ESTIMATES = ("dropout-off", "mc-mean")
 MC_BUFFER_KEEP_BYTES = 256 * 2**20  # mc_samples keeps its work tensors between calls up to this size
 # c_t, "an annealed multiplier (user-specified)" (paper l.1306), left open: constant c, c/sqrt(t), c*sqrt(log(1+t))
 WIDTH_SCHEDULES = ("constant", "inverse-sqrt", "sqrt-log")
+# K in the width's log(2K^2/delta): the arms compared (|U_t u C_t|, this code's default) or every arm, K = |A| (l.1296)
+LOG_KS = ("compared", "arms")
 
 
 class Surrogate(ABC):
@@ -150,6 +156,7 @@ class NeuralConfig:
     bias_init: float = 0.5  # b_a of an arm with no history before any bias is measured (M / 2)
     bias_decay: float = 0.9  # moving average for the per-arm bias b_a
     estimate: str = "dropout-off"  # the arm estimate mu_hat: "dropout-off" or "mc-mean" (mean of the MC passes)
+    log_k: str = "compared"  # K of log(2K^2/delta): "compared" (|U_t u C_t|) or "arms" (K = |A|, the paper's l.1296)
     seed: int = 0
 
     def __post_init__(self):
@@ -158,6 +165,8 @@ class NeuralConfig:
         if self.width_schedule not in WIDTH_SCHEDULES:
             raise ConfigError(f"unknown width_schedule '{self.width_schedule}'; choose one of "
                               f"{', '.join(WIDTH_SCHEDULES)}")
+        if self.log_k not in LOG_KS:
+            raise ConfigError(f"unknown log_k '{self.log_k}'; choose one of {', '.join(LOG_KS)}")
 
 
 class NeuralSurrogate(Surrogate):
@@ -308,7 +317,7 @@ class NeuralSurrogate(Surrogate):
         diff = yr[:, :, None] - yc[:, None, :]  # [N, R, C]
         var = diff.var(axis=0)  # 1/N normalisation, as V_ij in the paper
         n = self.cfg.mc_passes
-        big_k = len(union)
+        big_k = self.n_arms if self.cfg.log_k == "arms" else len(union)
         log_term = math.log(2 * big_k**2 / self.delta)
         bound_m = 1.0  # sigmoid outputs: |y| <= M = 1
         bias = np.array([self._bias(a) for a in rows])[:, None] + np.array([self._bias(a) for a in cols])[None, :]
