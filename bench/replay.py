@@ -118,8 +118,10 @@ class Replay:
     def expected_scores(self) -> dict[str, np.ndarray]:
         """Per test metric (the task's, and each secondary one the table holds), [arms, items]: each arm's expected
         score on each item (the mean over the recorded samples)."""
-        held = [name for name in self.table.columns if name not in ("rewards", "loglik")]
-        return {name: self.table.values(name).mean(axis=2) for name in held}
+        table = self.table
+        held = [name for name in table.columns if name != "rewards" and (name != "loglik" or "metric" not in table.columns)]
+        return {name: table.values(name).reshape(len(table.rewards), len(table.item_ids), -1).mean(axis=2)
+                for name in held}  # a log-likelihood table's loglik is its only score
 
     def fit_and_score(self, name: str, params: dict, seed: int, n_val: int, reward: str, budget: int | None) -> dict:
         from methods.base import FitContext, create
@@ -146,7 +148,8 @@ class Replay:
         arms_used = sorted(set(chosen))  # truth: exact, the whole validation pool, every sample
         scores = {what: float(values[chosen, cols].mean()) for what, values in self.expected_scores.items()}
         agreement = surrogate_agreement(selector, arm_of, truth := table.true_means(reward))
-        return {"method": name, "seed": seed, "test_score": scores["metric"], "test_scores": scores,
+        return {"method": name, "seed": seed, "test_score": scores.get("metric", float("nan")), "test_scores": scores,
+                "chosen": chosen,  # the arm of each test item, in the table's test order: a bootstrap over items
                 "arms_chosen": arms_used if len(arms_used) <= 10 else len(arms_used), "calls": oracle.calls, "fit_seconds": round(fit_seconds, 2),
                 # the chosen arms' exact validation means against the best arm's (task level: one arm)
                 "true_value": float(np.mean(truth[chosen])), "regret": max(0.0, float(truth.max() - np.mean(truth[chosen]))),

@@ -16,7 +16,7 @@ repeating a call), one bar with an ETA. Per (arm, item) it stores:
 - `item_ids`, `split` ("validation" / "test") [items]; `arm_demo_ids` [arms, k];
 - `meta`: a JSON string (task, answering settings, model id, decoding, the prompt template's hash, k, seed,
   samples, the code version, when and how long it took to build).
-- with `--rewards` (`columns`), a table records only some groups of columns, and `meta.columns` names the ones it
+- with `--rewards` (`groups`), a table records only some groups of columns, and `meta.groups` names the ones it
   holds (the others are NaN and any read of them is a ConfigError): `generation` (the above: sampled answers,
   their rewards and metric, and the gold log-likelihood), `loglik` (the gold log-likelihood alone: one
   teacher-forced pass per (arm, item), which a CPU affords where generation needs a GPU), `options` (a multiple-
@@ -66,9 +66,11 @@ class RewardTable:
 
     @property
     def columns(self) -> list[str]:
-        """The recorded columns: rewards, metric, loglik and the extras (a table of every group before `--rewards`
-        holds all of them), or those of the groups `meta.columns` names."""
-        return list(self.meta.get("columns") or ["rewards", "metric", "loglik", *self.extras])
+        """The recorded columns, from the groups `meta.groups` names (a table built before `--rewards` holds the
+        generation group): rewards, metric and loglik for generation, loglik alone for loglik; then the extras."""
+        groups = self.meta.get("groups") or ["generation"]
+        base = ["rewards", "metric", "loglik"] if "generation" in groups else ["loglik"] * ("loglik" in groups)
+        return base + list(self.extras)
 
     @property
     def default_reward(self) -> str:
@@ -153,7 +155,8 @@ class RewardTable:
         take = lambda name: other if name in theirs and name not in mine else self  # noqa: E731
         extras = {name: take(name).extras[name] for name in self.columns + other.columns
                   if name not in ("rewards", "metric", "loglik")}
-        meta = {**self.meta, "columns": [c for c in dict.fromkeys(self.columns + other.columns)],
+        groups = set(self.meta.get("groups") or ["generation"]) | set(other.meta.get("groups") or ["generation"])
+        meta = {**self.meta, "groups": [g for g in COLUMN_GROUPS if g in groups], "extras": sorted(extras),
                 "merged_from": [_provenance(self.meta), _provenance(other.meta)]}
         if "generation" in other.meta.get("groups", ["generation"]) and "rewards" in theirs:
             meta.update({k: other.meta[k] for k in ("samples", "decoding", "metric", "bertscore", "answers_recorded")
@@ -163,7 +166,7 @@ class RewardTable:
 
 
 def _provenance(meta: dict) -> dict:
-    return {k: meta.get(k) for k in ("columns", "groups", "code", "built_at", "build_seconds", "answers_recorded")
+    return {k: meta.get(k) for k in ("groups", "extras", "code", "built_at", "build_seconds", "answers_recorded")
             if meta.get(k) is not None}
 
 
@@ -311,10 +314,8 @@ def build(task, splits, client: LLMClient, encoder, bertscore, *, n_arms: int, k
     seconds = time.perf_counter() - began
     LOG.info("reward table %s (%s): %d arms x %d items x %d samples in %.0f s", task.name, ",".join(groups),
              len(arm_demos), n, samples, seconds)
-    columns = (["rewards", "metric", "loglik", *sorted(extras)] if generate else
-               ["loglik"] * ("loglik" in groups) + [c for c in OPTION_COLUMNS if c in extras])
     meta = {"task": task.name, "answering": task.settings(), "model": client.backend.model_id,
-            "metric": task.metric_name, "extras": sorted(extras), "groups": list(groups), "columns": columns,
+            "metric": task.metric_name, "extras": sorted(extras), "groups": list(groups),
             "decoding": {"temperature": params.temperature, "max_new_tokens": params.max_new_tokens,
                          "stop": list(params.stop)} if generate else None,
             "template_hash": template_hash(task), "k": k, "n_arms": len(arm_demos), "seed": seed, "samples": samples,

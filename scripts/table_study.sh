@@ -12,17 +12,21 @@ PY="$ROOT/.venv/bin/python"
 export HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 BENCH_DATA_DIR="${BENCH_DATA_DIR:-$ROOT/../shared/data}"
 mkdir -p "$OUT"
 timed() { local label="$1"; shift; local began; began=$(date +%s); "$@"; echo "$label: $(( $(date +%s) - began )) s" >> "$OUT/times.log"; }
-# the study's settings: 10 validation items a pull, m = 10, eps = 0.1, delta = 0.05, at most 300 pulls (3000 calls)
-STEPS="${STEPS:-cores replay sweep}"  # a subset reruns parts, e.g. STEPS="replay sweep"; "summaries": the replay's
+# the paper's settings: 20 validation items a pull (its calls / rounds: 2600 / 130 and 1580 / 79, l.808 and l.817),
+# m = 10, eps = 0.1, delta = 0.05 (l.780); at most 300 pulls (6000 calls), this study's cap. N_VAL=10 gives the
+# earlier study's setting.
+N_VAL="${N_VAL:-20}"
+STEPS="${STEPS:-cores replay sweep stated}"  # a subset reruns parts, e.g. STEPS="replay sweep"; "summaries": the replay's
                                       # summaries again from its saved fits (OUT/replay/rows.jsonl), untimed
 [[ " $STEPS " == *" cores "* ]] && timed "rq1 cores ($RUNS runs)" "$PY" -m bench simulate --env "table:$TABLE" \
-  --methods case,dearicl,dearicl-paper-schedule,dearicl-random,lucb,dearicl-pac --runs "$RUNS" --n-val 10 \
+  --methods case,case-script,dearicl,dearicl-paper,dearicl-paper-schedule,dearicl-random,lucb,dearicl-pac --runs "$RUNS" --n-val "$N_VAL" \
   --budget 300 --no-progress --out "$OUT/rq1-cores.json" > "$OUT/rq1-cores.txt"
 # the harness's selectors, paper and harness schedules of DEARICL side by side; resumable through OUT/replay
-REPLAY=(-m bench table replay "$TABLE" --seeds "$RUNS" --n-val 10 --llm-budget 3000
+REPLAY=(-m bench table replay "$TABLE" --seeds "$RUNS" --n-val "$N_VAL" --llm-budget $((300 * N_VAL))
   --methods case-static,dearicl-static:paper,dearicl-static,lucb-static,dearicl-pac-static,dearicl-dynamic,dearicl-random,dearicl-noexplore,dearicl-pac-dynamic
   --param "dearicl-static:paper.epochs_per_round=1" --param "dearicl-static:paper.lr=0.0001"
-  --param "dearicl-static:paper.hidden=[256,256,128,64]" --margin 0.02 --no-progress --out "$OUT/replay")
+  --param "dearicl-static:paper.hidden=[256,256,128,64]" --param "dearicl-static:paper.log_k=arms"
+  --param "dearicl-static:paper.estimate=mc-mean" --margin "${MARGIN:-0.02}" --no-progress --out "$OUT/replay")
 [[ " $STEPS " == *" replay "* ]] && timed "replay ($RUNS seeds)" "$PY" "${REPLAY[@]}"
 [[ " $STEPS " == *" summaries "* ]] && "$PY" "${REPLAY[@]}" > /dev/null
 # a table with secondary metrics (WMT19's chrF): the same fits scored with each, beside summary.md
@@ -31,4 +35,7 @@ REPLAY=(-m bench table replay "$TABLE" --seeds "$RUNS" --n-val 10 --llm-budget 3
 done
 [[ " $STEPS " == *" sweep "* ]] && timed "knob sweep (${SWEEP_RUNS:-$RUNS} runs a setting)" "$PY" "$ROOT/scripts/knob_sweep.py" "$TABLE" --runs "${SWEEP_RUNS:-$RUNS}" --n-val 10 \
   --out "$OUT/sweep"
+# every setting the paper states, at its 20 items a pull, beside CASE under the same settings (scripts/knob_sweep.py)
+[[ " $STEPS " == *" stated "* ]] && timed "stated settings (${SWEEP_RUNS:-$RUNS} runs a setting)" "$PY" "$ROOT/scripts/knob_sweep.py" "$TABLE" --runs "${SWEEP_RUNS:-$RUNS}" --n-val 20 \
+  --settings stated --out "$OUT/sweep-stated"
 exit 0

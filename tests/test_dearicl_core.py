@@ -346,6 +346,27 @@ def test_the_open_knobs_of_the_width_set_its_starting_values_and_c_t(schedule, f
         NeuralConfig(width_schedule="cosine")
 
 
+def test_the_papers_k_in_the_width_is_every_arm_not_the_arms_compared():
+    """log(2K^2/delta) with K = |A| (the paper's l.1295, log_k="arms") or K = the arms compared (the default): the
+    variance and Bernstein terms scale by their log terms' ratio, and nothing else moves."""
+    arms, demo, q = small_world()
+    rows, cols = np.array([0, 1]), np.array([2, 3])
+    widths = {}
+    for log_k in ("compared", "arms"):
+        cfg = NeuralConfig(hidden=(16,), mc_passes=64, stability_init=0.0, bias_init=0.0, log_k=log_k, seed=0)
+        s = NeuralSurrogate(q, arm_embeddings(arms, demo), config=cfg)
+        y = s.mc_samples(np.array([0, 1, 2, 3]))
+        var = (y[:, rows][:, :, None] - y[:, cols][:, None, :]).var(axis=0)
+        big_k = len(arms) if log_k == "arms" else 4
+        log_term = math.log(2 * big_k**2 / 0.05)
+        widths[log_k] = s.widths(rows, cols, 1)
+        np.testing.assert_allclose(widths[log_k], np.sqrt(2 * var * log_term / 64) + 4 * log_term / (3 * 64),
+                                   rtol=1e-9)
+    assert len(arms) > 4 and np.all(widths["arms"] > widths["compared"])
+    with pytest.raises(ConfigError, match="log_k"):
+        NeuralConfig(log_k="all")
+
+
 @pytest.mark.parametrize("hidden", [(16,), (16, 8), (16, 16, 8, 4)])
 def test_buffered_mc_forward_equals_the_plain_forward_bit_for_bit(hidden):
     """mc_samples' in-place, buffered forward gives the floats of the layer-by-layer forward with one mask per pass,

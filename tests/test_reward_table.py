@@ -59,10 +59,11 @@ def test_a_recorded_environment_counts_the_calls_the_harness_would_make():
     assert deterministic.harness_calls() == 2 * 2 and sampled.harness_calls() == 4 * 2
 
 
-def test_a_replayed_pull_returns_recorded_rewards_and_the_truth_is_the_whole_pool():
+def test_a_replayed_pull_returns_recorded_rewards_judged_on_the_rows_pulled_with_the_pool_beside():
     values = np.array([[[1.0, 0.0], [0.0, 0.0], [1.0, 1.0]], [[0.0, 0.0], [1.0, 1.0], [0.0, 1.0]]])  # 2 arms, 3 items
     env = RecordedEnvironment(values, rows=np.array([0, 2]), pool=np.array([0, 1, 2]), rng=np.random.default_rng(0))
-    assert list(env.true_means) == pytest.approx([0.5, 0.5])  # over every item and sample, not the pulled rows
+    assert list(env.pool_means) == pytest.approx([0.5, 0.5])  # over every item and sample of the pool
+    assert list(env.true_means) == pytest.approx([0.75, 0.25])  # the target: the rows pulled, every sample
     draws = np.array([env.pull(0) for _ in range(400)])
     assert set(draws[:, 1]) == {1.0} and set(draws[:, 0]) == {0.0, 1.0}  # item 2 always 1; item 0 one of its samples
     assert abs(draws[:, 0].mean() - 0.5) < 0.1
@@ -466,3 +467,149 @@ def test_a_tables_code_version_is_the_one_its_build_started_from(encoder, tmp_pa
     t = build(task, splits, LLMClient(Learner(), CallCache(tmp_path / "c.sqlite")), encoder, None, n_arms=2,
               k=2, seed=0, samples=1, progress=False)
     assert t.meta["code"] == "aaaaaaa"
+
+
+# ---- column groups: log-likelihoods alone (a CPU's build), AQuA-RAT's options ranked, merged tables ------------
+def _gold_first(context: str, continuation: str) -> float:
+    """A fake scorer: a continuation whose words the context holds scores high; used for the option ranking."""
+    import re
+
+    words = set(re.findall(r"\w+", continuation))
+    return -float(len(words - set(re.findall(r"\w+", context)))) - 0.01 * len(continuation)
+
+
+def test_a_loglik_table_holds_only_the_gold_loglik_from_the_same_calls_as_a_generation_build(gsm8k_setting, encoder,
+                                                                                             tmp_path):
+    from fakes import FakeBackend, varied
+
+    task, splits, params = gsm8k_setting
+    cache = CallCache(tmp_path / "c.sqlite")
+    backend = FakeBackend(varied, batch_size=64)
+    only = build(task, splits, LLMClient(backend, cache, params=params), encoder, None, n_arms=3, k=2, seed=0,
+                 samples=3, progress=False, groups=("loglik",))
+    assert backend.prefix_calls == [] and not any("[Explanation]: step" in p for p in backend.prompts)  # no generation
+    assert only.columns == ["loglik"] and only.meta["groups"] == ["loglik"] and only.meta["samples"] == 1
+    assert np.all((only.loglik > 0) & (only.loglik <= 1)) and np.isnan(only.rewards).all()
+    with pytest.raises(ConfigError, match="holds no 'rewards' \\(it holds loglik\\)"):
+        only.values("rewards")
+    assert only.default_reward == "loglik" and only.values("auto") is only.loglik
+    # a generation build later finds every gold log-likelihood in the cache: the same calls, the same numbers
+    asked = len(backend.prompts)
+    full = build(task, splits, LLMClient(backend, cache, params=params), encoder, None, n_arms=3, k=2, seed=0,
+                 samples=3, progress=False)
+    assert np.array_equal(full.loglik, only.loglik)
+    assert len(backend.prompts) - asked == 3 * 7 * 3  # only the sampled answers were new
+    merged = only.merge(full)
+    assert merged.columns == ["rewards", "metric", "loglik"] and np.array_equal(merged.rewards, full.rewards)
+    merged.save(tmp_path / "m.npz")
+    back = RewardTable.load(tmp_path / "m.npz")
+    assert back.columns == merged.columns and back.meta["samples"] == 3 and len(back.meta["merged_from"]) == 2
+
+
+def test_tables_of_other_arms_or_disagreeing_columns_do_not_merge(gsm8k_setting, encoder, tmp_path):
+    from fakes import FakeBackend, varied
+
+    task, splits, params = gsm8k_setting
+    make = lambda seed, path: build(task, splits, LLMClient(FakeBackend(varied), CallCache(tmp_path / path),  # noqa
+                                                            params=params), encoder, None, n_arms=3, k=2, seed=seed,
+                                    samples=1, progress=False, groups=("loglik",))
+    a, b = make(0, "a.sqlite"), make(1, "b.sqlite")
+    with pytest.raises(ConfigError, match="differ in seed"):
+        a.merge(b)
+    c = make(0, "c.sqlite")
+    c.loglik = c.loglik * 0.5  # the same arms and items, another answer
+    with pytest.raises(ConfigError, match="both tables hold 'loglik' and their values differ"):
+        a.merge(c)
+
+
+def test_aquarat_options_are_ranked_by_loglik_with_a_tie_counted_wrong(data_dir, encoder, tmp_path):
+    from bench.llm.base import Backend, RawLoglik
+    from bench.tasks.aquarat import option_text
+    from scipy.special import softmax
+
+    class Scorer(Backend):
+        model_id, batch_size = "scorer", 64
+
+        def generate(self, prompts, params, seeds):
+            raise AssertionError("option ranking generates nothing")
+
+        def loglik(self, contexts, continuations):
+            return [RawLoglik(_gold_first(c, x), n_tokens=1) for c, x in zip(contexts, continuations)]
+
+    task = make_task("aquarat").configure(reward="metric")
+    splits = task.load_splits(data_dir, n_test=6, n_val=6, pool_size=40, seed=0)
+    t = build(task, splits, LLMClient(Scorer(), CallCache(tmp_path / "c.sqlite")), encoder, None, n_arms=3, k=2,
+              seed=0, samples=3, progress=False, groups=("loglik", "options"))
+    assert t.columns == ["loglik", "option_correct", "option_prob"] and t.values("option_prob").shape == (3, 12, 1)
+    pool = {it.id: it for it in splits.pool}
+    ranker = task.option_ranking()
+    for a, ids in enumerate(t.arm_demo_ids):
+        prefix = ranker.prefix([pool[d] for d in ids])
+        for i, item in enumerate(splits.validation + splits.test):
+            context = prefix + ranker.format_query(item)
+            scores = np.array([_gold_first(context, " " + option_text(o)) for o in item.options])
+            gold = "ABCDE".index(item.answer)
+            others = np.delete(scores, gold)
+            assert t.extras["option_correct"][a, i, 0] == float(scores[gold] > others.max())  # a tie is wrong
+            assert t.extras["option_prob"][a, i, 0] == pytest.approx(softmax(scores)[gold], rel=1e-5)
+    # the ranking prompt shows question and option text, never the rationale or the letters
+    demo = ranker.format_demo(splits.pool[0])
+    assert splits.pool[0].rationale[:30] not in demo and "[Options]" not in demo and demo.startswith("[Question]:")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--task", "gsm8k", "--rewards", "options"], "task 'gsm8k' has none"),
+    (["--task", "gsm8k", "--rewards", "loglik,bogus"], "--rewards takes a comma list of generation, loglik, options"),
+    (["--task", "gsm8k", "--rewards", "loglik", "--plan", "p.json"], "--plan writes the generation calls"),
+])
+def test_bad_column_groups_are_one_line_exit_2_before_any_model_loads(argv, message, tmp_path, data_dir, capsys):
+    assert main(["table", "build", str(tmp_path / "t.npz"), "--llm", "no-such-model-is-loaded", "--data-dir",
+                 str(data_dir), *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_fixed_set_replay_is_judged_on_the_fixed_sets_means_with_the_pools_floor_beside_it(table, tmp_path,
+                                                                                             data_dir):
+    """The bandit pulls --n-val items: its target is their mean (eps-error, regret, coverage); the pool's mean is
+    reported beside it with the floor an oracle that knows the fixed set's exact means already has there."""
+    from bench.simulate import run
+
+    t, _ = table
+    t.save(tmp_path / "t.npz")
+    env = RecordedEnvironment(t.rewards, rows=np.array([0, 1, 2]), pool=t.validation, rng=np.random.default_rng(0))
+    assert env.target == "fixed set"
+    np.testing.assert_allclose(env.true_means, t.rewards[:, [0, 1, 2]].mean(axis=(1, 2)))
+    np.testing.assert_allclose(env.pool_means, t.true_means())
+    whole = RecordedEnvironment(t.rewards, rows=t.validation, pool=t.validation, rng=np.random.default_rng(0))
+    assert whole.target == "pool" and np.array_equal(whole.true_means, whole.pool_means)
+
+    out = run(["--env", f"table:{tmp_path / 't.npz'}", "--methods", "lucb", "--m", "2", "--n-val", "3", "--runs",
+               "6", "--epsilon", "0.01", "--budget", "200", "--data-dir", str(data_dir), "--no-progress"])
+    row = out["results"][0]
+    assert row["target"] == "fixed set" and row["eps_error_rate"] == 0.0 and row["coverage"] == 1.0
+    floors = []
+    for r in range(6):  # the oracle floor, recomputed: the fixed set's exact top 2, judged on the pool
+        pick = np.sort(np.random.default_rng([0, r, 2]).choice(10, 3, replace=False))
+        fixed = t.rewards[:, pick].mean(axis=(1, 2))
+        oracle = np.argsort(-fixed, kind="stable")[:2]
+        floors.append(float(np.any(t.true_means()[oracle] < np.sort(t.true_means())[::-1][1] - 0.01 - 1e-12)))
+    assert row["oracle_floor_pool"] == pytest.approx(np.mean(floors)) and row["oracle_floor_pool"] > 0
+    assert row["eps_error_pool_rate"] >= 0 and "mean_simple_regret_pool" in row
+
+
+def test_simulate_runs_the_harness_case_by_default_and_the_script_setting_as_a_named_variant(table, tmp_path,
+                                                                                            data_dir):
+    from bench.simulate import run
+
+    t, _ = table
+    t.save(tmp_path / "t.npz")
+    out = run(["--env", f"table:{tmp_path / 't.npz'}", "--methods", "case,case-script", "--m", "2", "--n-val", "6",
+               "--runs", "2", "--budget", "60", "--data-dir", str(data_dir), "--no-progress"])
+    case, script = out["results"]
+    from methods.case_static import CaseStatic
+
+    harness = CaseStatic()
+    assert case["settings"] == {"sigma": harness.sigma, "patience": harness.patience} == {"sigma": 0.5, "patience": 0}
+    assert script["settings"] == {"sigma": 0.1, "patience": 20}
+    assert case["pulls"] != script["pulls"]
