@@ -481,8 +481,10 @@ def table_parser() -> argparse.ArgumentParser:
                              "one the table holds (WMT19: chrf); auto: the metric where recorded, else the reward")
     replay.add_argument("--llm-budget", type=_positive, default=None, help="calls a fit may ask for")
     replay.add_argument("--baseline", default=None, help="the method the others are compared with (default: the first)")
-    replay.add_argument("--margin", type=float, default=0.02,
-                        help="equivalence margin of the TOST, on the metric's 0-1 scale, fixed before the run")
+    replay.add_argument("--margin", type=float, default=None,
+                        help="equivalence margin of the TOST, on the metric's 0-1 scale, fixed before the run "
+                             "(default: the analysis plan's, studies/tables/ANALYSIS_PLAN.md: 0.05 on accuracy, "
+                             "0.02 on chrF and log-likelihood)")
     replay.add_argument("--out", type=Path, default=None,
                         help="replay: folder for rows.jsonl (resumable) and the summary; merge: the merged table")
     return p

@@ -249,7 +249,39 @@ def summarise(rows: list[dict], table: RewardTable, reward: str, baseline: str, 
                                           multipletests(raw_tost, method="holm")[1]):
             row["p_holm"], row["p_tost_holm"] = float(p_holm), float(tost_holm)
             row["verdict"] = verdict(p_holm, tost_holm)
+        primary_tests(summary, by, baseline, others, table, metric_name, margin, alpha_holm)
     return summary
+
+
+# the analysis plan's equivalence margins (studies/tables/ANALYSIS_PLAN.md), by the test score's column
+PLAN_MARGINS = {"metric": 0.05, "option_correct": 0.05, "chrf": 0.02, "loglik": 0.02}
+
+
+def primary_tests(summary: dict, by: dict, baseline: str, others: list[str], table: RewardTable, metric_name: str,
+                  margin: float, alpha_holm: float) -> None:
+    """The plan's primary test of each comparison, written into it as `primary`: a two-way bootstrap over seeds and
+    test items of the per-item scores (the rows' arm per test item), Holm over the comparisons, the plan's verdict.
+    The Wilcoxon test over seeds stays beside it, secondary. Rows without per-item arms (replayed before they were
+    kept) leave it out."""
+    from reports.stats import bootstrap_seeds_items, planned_verdict
+    from statsmodels.stats.multitest import multipletests
+
+    values = table.values(metric_name)
+    scores = values.reshape(len(values), len(table.item_ids), -1).mean(axis=2)[:, table.test]  # [arms, test items]
+    cols = np.arange(scores.shape[1])
+    got = []
+    for m in others:
+        seeds = sorted(set(by[m]) & set(by[baseline]))
+        if not all("chosen" in by[x][s] for x in (m, baseline) for s in seeds):
+            return
+        per_item = lambda x: np.array([scores[by[x][s]["chosen"], cols] for s in seeds])  # noqa: E731
+        got.append(bootstrap_seeds_items(per_item(m), per_item(baseline), margin, alpha=alpha_holm))
+    p_holm = multipletests([g["p"] for g in got], method="holm")[1]
+    p_tost_holm = multipletests([g["p_tost"] for g in got], method="holm")[1]
+    for row, g, ph, pth in zip(summary["comparisons"], got, p_holm, p_tost_holm):
+        row["primary"] = {"test": "two-way bootstrap over seeds and test items (10,000 resamples)", **g,
+                          "p_holm": float(ph), "p_tost_holm": float(pth), "margin": margin,
+                          "verdict": planned_verdict(float(ph), float(pth), margin, g["mdd"])}
 
 
 def render(summary: dict, meta: dict, n_val: int, reward: str, metric_name: str = "metric") -> str:
@@ -294,7 +326,7 @@ def run(path: Path, methods: list[str], params: dict, seeds: list[int], n_val: i
         create(name.split(":")[0], params.get(name, {}))  # parameter names and values, checked now
     if set(params) - set(methods):
         raise ConfigError(f"--param names {', '.join(sorted(set(params) - set(methods)))}, not among --methods")
-    if margin <= 0:
+    if margin is not None and margin <= 0:
         raise ConfigError(f"--margin must be > 0, got {margin}")
     replay = Replay.load(path, data_dir, Encoder())
     reward = replay.table.default_reward if reward == "auto" else reward
@@ -321,6 +353,9 @@ def run(path: Path, methods: list[str], params: dict, seeds: list[int], n_val: i
     finally:
         bar.close()
     rows = [r for r in rows if r["method"] in methods and r["seed"] in seeds]
+    if margin is None:  # the plan's: by the test score's column; a task metric that is a BERTScore takes chrF's
+        bertscore = metric_name == "metric" and "bertscore" in replay.table.meta.get("metric", "")
+        margin = 0.02 if bertscore else PLAN_MARGINS.get(metric_name, 0.05)
     summary = summarise(rows, replay.table, reward, baseline or methods[0], margin, metric_name)
     result = {"table": str(path), "meta": replay.table.meta, "n_val": n_val, "reward": reward,
               "test_metric": metric_name, "seeds": seeds,

@@ -26,7 +26,7 @@ REPLAY=(-m bench table replay "$TABLE" --seeds "$RUNS" --n-val "$N_VAL" --llm-bu
   --methods case-static,dearicl-static:paper,dearicl-static,lucb-static,dearicl-pac-static,dearicl-dynamic,dearicl-random,dearicl-noexplore,dearicl-pac-dynamic
   --param "dearicl-static:paper.epochs_per_round=1" --param "dearicl-static:paper.lr=0.0001"
   --param "dearicl-static:paper.hidden=[256,256,128,64]" --param "dearicl-static:paper.log_k=arms"
-  --param "dearicl-static:paper.estimate=mc-mean" --margin "${MARGIN:-0.02}" --no-progress --out "$OUT/replay")
+  --param "dearicl-static:paper.estimate=mc-mean" ${MARGIN:+--margin "$MARGIN"} --no-progress --out "$OUT/replay")
 [[ " $STEPS " == *" replay "* ]] && timed "replay ($RUNS seeds)" "$PY" "${REPLAY[@]}"
 [[ " $STEPS " == *" summaries "* ]] && "$PY" "${REPLAY[@]}" > /dev/null
 # a table with secondary metrics (WMT19's chrF): the same fits scored with each, beside summary.md

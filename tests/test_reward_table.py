@@ -166,6 +166,12 @@ def test_the_harness_selectors_replay_from_a_table_with_zero_llm_calls(table, tm
     assert [c["method"] for c in summary["comparisons"]] == methods[1:]
     assert all(c["verdict"] in ("differs", "differs, by less than the margin", "equivalent within the margin",
                                 "cannot decide") for c in summary["comparisons"])
+    for row in rows:  # each test item's arm, kept for the primary test: the score is their mean
+        assert len(row["chosen"]) == len(t.test)
+        assert row["test_score"] == pytest.approx(metric[row["chosen"], t.test].mean())
+    for c in summary["comparisons"]:  # the plan's primary test and margin (accuracy: 0.05), Wilcoxon beside it
+        assert c["primary"]["margin"] == 0.05 and c["margin"] == 0.05 and "bootstrap" in c["primary"]["test"]
+        assert c["primary"]["diff"] == pytest.approx(c["mean_difference"])
     (out / "summary.json").unlink()
     assert main(argv) == 0  # every (method, seed) is in rows.jsonl: nothing is fitted again
     assert len((out / "rows.jsonl").read_text().splitlines()) == 18 and (out / "summary.json").is_file()
@@ -613,3 +619,26 @@ def test_simulate_runs_the_harness_case_by_default_and_the_script_setting_as_a_n
     assert case["settings"] == {"sigma": harness.sigma, "patience": harness.patience} == {"sigma": 0.5, "patience": 0}
     assert script["settings"] == {"sigma": 0.1, "patience": 20}
     assert case["pulls"] != script["pulls"]
+
+
+def test_the_two_way_bootstrap_finds_a_planted_difference_and_grants_equivalence_only_above_the_mdd():
+    from reports.stats import bootstrap_seeds_items, planned_verdict
+
+    rng = np.random.default_rng(0)
+    items = rng.normal(0.5, 0.2, size=200)  # item difficulty, shared by both methods and every seed
+    base = items[None, :] + rng.normal(0, 0.05, size=(30, 200))
+    better = base + 0.03 + rng.normal(0, 0.05, size=base.shape)
+    got = bootstrap_seeds_items(better, base, margin=0.05)
+    assert got["diff"] == pytest.approx(0.03, abs=0.005) and got["p"] < 0.001 and got["ci95"][0] < got["diff"] < got["ci95"][1]
+    same = bootstrap_seeds_items(base, base, margin=0.05)
+    assert same["p"] == 1.0 and same["p_tost"] < 0.001 and same["se"] == 0.0
+    # noisy per-item differences: a wide bootstrap, an MDD above the margin, so no equivalence can be claimed
+    noisy = bootstrap_seeds_items(base + rng.normal(0, 0.6, size=base.shape), base, margin=0.01)
+    assert noisy["mdd"] > 0.01
+    assert planned_verdict(0.5, 0.001, margin=0.01, mdd=noisy["mdd"]) == "cannot decide (margin < MDD)"
+    assert planned_verdict(0.5, 0.001, margin=0.05, mdd=0.02) == "equivalent within the margin"
+    assert planned_verdict(0.01, 0.9, margin=0.05, mdd=0.02) == "differs"
+    # the items are resampled too: a seed-only bootstrap of item-dependent noise would be narrower
+    item_noise = rng.normal(0, 0.3, size=200)[None, :] + np.zeros((30, 1))
+    wide = bootstrap_seeds_items(base + item_noise, base, margin=0.05)
+    assert wide["se"] > 0.015  # sd 0.3 over 200 items: se ~ 0.021; seeds alone would see no spread at all
