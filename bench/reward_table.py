@@ -109,9 +109,25 @@ class RewardTable:
         for what in self.columns:
             means = self.true_means(what)
             top = np.sort(means)[::-1]
+            signal = self.arm_signal(what)
             lines.append(f"  {what:>8}: arm means {means.min():.3f}-{means.max():.3f} (sd {means.std(ddof=1):.3f}); "
-                         f"best {top[0]:.3f}, 10th best {top[min(9, len(top) - 1)]:.3f}")
+                         f"best {top[0]:.3f}, 10th best {top[min(9, len(top) - 1)]:.3f}; arms differ: Friedman "
+                         f"p {signal['friedman_p']:.2g}; validation-test r {signal['val_test_r']:.2f}")
         return "\n".join(lines)
+
+    def arm_signal(self, what: str = "rewards") -> dict:
+        """Whether the arms differ on `what`: Friedman's randomised-block test over arms x validation items (each
+        item a block; the arms' mean over samples), and the Pearson correlation of the arms' validation and test
+        means (do arms that look good on validation stay good?)."""
+        from scipy import stats
+
+        values = snap_rounding(self.values(what))
+        per_item = values.reshape(len(values), len(self.item_ids), -1).astype(np.float64).mean(axis=2)
+        blocks = per_item[:, self.validation]
+        p = float(stats.friedmanchisquare(*blocks).pvalue) if np.ptp(blocks) > 0 else 1.0
+        val, test = self.true_means(what), self.true_means(what, "test")
+        r = float(stats.pearsonr(val, test).statistic) if np.ptp(val) > 0 and np.ptp(test) > 0 else float("nan")
+        return {"friedman_p": p, "val_test_r": r}
 
     def save(self, path: Path) -> None:
         path = Path(path)

@@ -294,7 +294,7 @@ def sensitivity_block(study: Path, task: str = "wmt19", reference: str = "rq2-wm
             "`case-dynamic` ran 13 pulls a query):\n\n" + "\n\n".join(out) + "\n")
 
 
-REPLAY_LABELS = {"dearicl-static:paper": "`dearicl-static`, paper schedule (1 epoch, lr 1e-4)",
+REPLAY_LABELS = {"dearicl-static:paper": "`dearicl-static`, every setting the paper states",
                  "dearicl-static": "`dearicl-static`, harness schedule (4 epochs, lr 1e-3)"}
 
 
@@ -318,18 +318,25 @@ def replay_block(folder: Path) -> str:
         row += [f"{m['regret']:.3f}", f"{m['pulls']:.0f}", f"{m['rounds']:.0f}", f"{m['calls']:.0f}",
                 "" if m.get("rank_corr_held_out") is None else f"{m['rank_corr_held_out']:+.2f}"]
         c = by.get(name)
-        row += ["", "", "", ""] if c is None else [
-            f"{c['mean_difference']:+.3f} ({_p(c['p_holm'])})", _p(c["p_tost_holm"]), f"{c['mdd']:.3f}", c["verdict"]]
+        if c is None:
+            row += [""] * 5
+        else:
+            q = c["primary"]  # the plan's primary test (two-way bootstrap), the Wilcoxon test over seeds beside it
+            row += [f"{q['diff']:+.3f} [{q['ci95'][0]:+.3f}, {q['ci95'][1]:+.3f}] ({_p(q['p_holm'])})",
+                    _p(q["p_tost_holm"]), f"{q['mdd']:.3f}", q["verdict"], _p(c["p_holm"])]
         rows.append(row)
     label = "chrF" if second else "test score"
     first = LABELS.get(main["meta"].get("metric", ""), "test score") if second else "test score"
     headers = ["selector", f"{first} [95% CI]"] + (["chrF [95% CI]"] if second else []) + [
-        "regret vs truth", "pulls", "rounds", "calls", "held-out rank corr.", f"Δ {label} vs CASE (Holm p)",
-        f"TOST ±{decide['comparisons'][0]['margin']:g} (Holm p)", "MDD (Holm level)", "verdict"]
+        "regret vs truth", "pulls", "rounds", "calls", "held-out rank corr.",
+        f"Δ {label} vs CASE [95% CI] (Holm p)", f"TOST ±{decide['comparisons'][0]['primary']['margin']:g} (Holm p)",
+        "MDD (Holm level)", "verdict", "Wilcoxon over seeds (Holm p; secondary)"]
     ref = main["reference"]
-    return (f"{len(main['methods'])} selectors × {main['methods'][0]['seeds']} seeds, each seed one paired "
-            f"observation; the arms' test scores span up to {ref['best_arm']:.3f} (mean {ref['mean_arm']:.3f}, sd "
-            f"{ref['arms_sd']:.3f}), the arm best on the validation truth scores {ref['truth_best_arm']:.3f}:\n\n"
+    return (f"{len(main['methods'])} selectors × {main['methods'][0]['seeds']} seeds, {main['n_val']} validation "
+            f"items a pull; the arms' test scores span up to {ref['best_arm']:.3f} (mean {ref['mean_arm']:.3f}, sd "
+            f"{ref['arms_sd']:.3f}), the arm best on the validation truth scores {ref['truth_best_arm']:.3f}. Primary "
+            "test (ANALYSIS_PLAN.md): a two-way bootstrap over seeds and test items, Holm over the comparisons; "
+            "\"equivalent\" only where the margin is at least the MDD:\n\n"
             + _table(headers, rows) + "\n")
 
 
@@ -350,38 +357,117 @@ def ablation_block(tables: Path, base: str = "dearicl-dynamic",
             continue
         table = RewardTable.load(tables / f"{folder.name}.npz")
         margin = main["comparisons"][0]["margin"]
-        got = summarise(fits, table, main["reward"], base, margin, metric)
+        got = summarise(fits, table, main["reward"], base, margin if metric == "metric" else 0.02, metric)
         score = {m["method"]: m["test_score"] for m in got["methods"]}
         for c in got["comparisons"]:
+            q = c["primary"]
             rows.append([folder.name.split("-")[0], f"`{c['method']}`", f"{score[base]:.3f}", f"{score[c['method']]:.3f}",
-                         f"{-c['mean_difference']:+.3f}", _p(c["p_holm"]), _p(c["p_tost_holm"]), f"{c['mdd']:.3f}",
-                         c["verdict"]])
-    return _table(["table", "ablation", f"`{base}`", "ablation's score", f"`{base}` − ablation (paired by seed)",
-                   "p (Wilcoxon, Holm)", "TOST ±0.02 (Holm p)", "MDD (Holm level)", "verdict"], rows) + "\n"
+                         f"{-q['diff']:+.3f} [{-q['ci95'][1]:+.3f}, {-q['ci95'][0]:+.3f}]", _p(q["p_holm"]),
+                         f"±{q['margin']:g}: {_p(q['p_tost_holm'])}", f"{q['mdd']:.3f}", q["verdict"],
+                         _p(c["p_holm"])])
+    return ("Primary test (ANALYSIS_PLAN.md): two-way bootstrap over seeds and test items, Holm over each table's "
+            "comparisons:\n\n"
+            + _table(["table", "ablation", f"`{base}`", "ablation's score", f"`{base}` − ablation [95% CI]",
+                      "p (Holm)", "TOST margin: p (Holm)", "MDD (Holm level)", "verdict",
+                      "Wilcoxon over seeds (Holm p; secondary)"], rows) + "\n")
 
 
 def cores_block(folder: Path) -> str:
-    """The bandit cores against a table's exact truth (`bench simulate --env table:`'s rq1-cores.json)."""
+    """The bandit cores against a table's exact truth (`bench simulate --env table:`'s rq1-cores.json): eps-error
+    against the target the pulls estimate (the fixed set), and against the pool with the protocol's floor beside."""
     from reports.study import PAPER_CALLS, PAPER_ROUNDS
 
     d = json.loads((folder / "rq1-cores.json").read_text())
     task = d["env"].get("task", "")
-    as_selector = {"case": "case-static", "dearicl-paper-schedule": "dearicl-static"}  # the paper's two methods
+    as_selector = {"case": "case-static", "dearicl-paper": "dearicl-static"}  # the paper's two methods
 
     def paper(method: str) -> str:
         key = (as_selector.get(method, ""), task)
         return f"{PAPER_CALLS[key]} / {PAPER_ROUNDS.get(key, '–')}" if key in PAPER_CALLS else ""
 
+    def pool(r: dict) -> str:
+        return ("" if r.get("eps_error_pool_rate") is None else
+                f"{r['eps_error_pool_rate']:.2f} (floor {r['oracle_floor_pool']:.2f})")
+
     rows = [[f"`{r['method']}`", f"{r['mean_rounds']:.1f} ± {r['rounds_se']:.1f}",
              f"{r['mean_pulls']:.1f} ± {r['pulls_se']:.1f}", f"{r['mean_calls']:.0f} ± {r['calls_se']:.0f}",
-             f"{r['eps_error_rate']:.2f} ({r['eps_error_ucb95']:.2f})",
+             f"{r['eps_error_rate']:.2f} ({r['eps_error_ucb95']:.2f})", pool(r),
              f"{r['mean_simple_regret']:.3f} ± {r['simple_regret_se']:.3f}", f"{r['coverage']:.2f} ± {r['coverage_se']:.2f}",
              ", ".join(f"{k} {v}" for k, v in r["stopped_by"].items()), paper(r["method"])] for r in d["results"]]
+    target = d["results"][0].get("target", "pool")
     return (f"{d['env']['runs']} runs a method, {d['env']['n_val']} validation items a pull, m = {d['env']['m']}, "
-            f"ε = {d['env']['epsilon']}, δ = {d['env']['delta']}; mean ± standard error over the runs; eps-error with "
-            "its 95% upper bound:\n\n"
-            + _table(["method", "stop round", "pulls", "calls", "eps-error (95% bound)", "simple regret",
-                      "width coverage", "stops", "paper: calls / rounds (its task and model)"], rows) + "\n")
+            f"ε = {d['env']['epsilon']}, δ = {d['env']['delta']}; mean ± standard error over the runs. eps-error, "
+            f"regret and coverage against the {target}'s exact means (what the pulls estimate), with the eps-error's "
+            "95% upper bound; beside it the eps-error against the validation pool and its floor (an oracle that "
+            "knows each arm's exact mean on the items pulled):\n\n"
+            + _table(["method", "stop round", "pulls", "calls", f"eps-error vs {target} (95% bound)",
+                      "eps-error vs pool (floor)", "simple regret", "width coverage", "stops",
+                      "paper: calls / rounds (its task and model)"], rows) + "\n")
+
+
+def stated_block(folder: Path) -> str:
+    """DEARICL at every setting the paper states (scripts/knob_sweep.py --settings stated): each setting's stop
+    rounds, the share of runs within the paper's 79-130 rounds with its 95% interval and the plan's verdict
+    (ANALYSIS_PLAN.md, RQ1a), beside CASE's rounds under the same settings."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from knob_sweep import PAPER_CASE_ROUNDS, share_in_paper_range
+
+    done = json.loads((folder / "sweep-stated" / "sweep.json").read_text())
+    rows = []
+    for label, r in done.items():
+        count, lo, hi = share_in_paper_range(r["rounds"])
+        is_case = label.startswith("case")
+        word = "" if is_case else ("supported" if lo > 0.5 else "not reproduced" if hi < 0.5 else "cannot decide")
+        rows.append([label if not is_case else f"`{label}` ({r['settings']['sigma']}, patience "
+                     f"{r['settings']['patience']})", f"{r['mean_rounds']:.1f} ± {r['rounds_se']:.1f}",
+                     f"{min(r['rounds'])}–{max(r['rounds'])}", f"{count}/{len(r['rounds'])} [{lo:.2f}, {hi:.2f}]",
+                     f"{r['mean_calls']:.0f}", f"{r['eps_error_rate']:.2f} ({r['eps_error_ucb95']:.2f})", word])
+    env = next(iter(done.values()))["env"]
+    return (f"{env['runs']} runs a setting, {env['n_val']} validation items a pull, the same runs for every setting; "
+            f"the paper: DEARICL 79 (AquaRAT) and 130 (GSM8K) rounds, CASE {PAPER_CASE_ROUNDS['AquaRAT']} and "
+            f"{PAPER_CASE_ROUNDS['GSM8K']} (l.817). Verdict (RQ1a, the plan's test): supported when the 95% "
+            "interval of the share within 79–130 lies above one half, not reproduced when below:\n\n"
+            + _table(["setting (CASE: σ, patience)", "stop round", "range", "runs in 79–130 [95% CI]", "calls",
+                      "eps-error vs fixed set (95% bound)", "verdict (RQ1a)"], rows) + "\n")
+
+
+def paired_runs(a: list[float], b: list[float]) -> tuple[float, float]:
+    """Wilcoxon signed-rank test over runs paired by seed (the plan's RQ1b and RQ3): (mean of a - b, two-sided p);
+    p 1 where every pair is equal."""
+    diff = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    p = float(stats.wilcoxon(diff).pvalue) if np.any(diff != 0) else 1.0
+    return float(diff.mean()), p
+
+
+def rq_block(tables: Path, dearicl: str = "dearicl-paper") -> str:
+    """The paper's RQ1b and RQ3 on every table, per CASE variant: DEARICL's stop rounds and calls against CASE's,
+    paired by run (Wilcoxon), Holm over every (table, claim, variant); the plan's verdicts."""
+    from statsmodels.stats.multitest import multipletests
+
+    rows, ps = [], []
+    for folder in sorted(p for p in tables.glob("*-gemma3-270m") if (p / "rq1-cores.json").is_file()):
+        runs = {r["method"]: r for r in json.loads((folder / "rq1-cores.json").read_text())["results"]}
+        if dearicl not in runs:
+            continue
+        for case in ("case", "case-script"):
+            if case not in runs:
+                continue
+            for claim, key in (("RQ1b: fewer rounds", "rounds"), ("RQ3: fewer calls", "calls")):
+                diff, p = paired_runs(runs[dearicl][key], runs[case][key])
+                ratio = float(np.mean(runs[dearicl][key]) / np.mean(runs[case][key]))
+                rows.append([folder.name.split("-")[0], claim, f"`{case}`", f"{np.mean(runs[dearicl][key]):.1f}",
+                             f"{np.mean(runs[case][key]):.1f}", f"{ratio:.2f}", diff])
+                ps.append(p)
+    out = []
+    for row, p, p_holm in zip(rows, ps, multipletests(ps, method="holm")[1] if ps else []):
+        diff = row.pop()
+        word = ("supported" if p_holm < ALPHA and diff < 0 else
+                "not reproduced" if (p_holm < ALPHA and diff > 0) or p == 1.0 else "cannot decide")
+        out.append(row + [_p(p), _p(p_holm), word])
+    return (f"`{dearicl}` (every setting the paper states) against each CASE, 50 runs paired by seed; Wilcoxon "
+            "signed-rank, Holm over every row (the plan's RQ1b and RQ3):\n\n"
+            + _table(["table", "claim", "CASE", "DEARICL (mean)", "CASE (mean)", "ratio", "p", "p (Holm)",
+                      "verdict"], out) + "\n")
 
 
 def blocks(study: Path) -> dict[str, str]:
@@ -399,15 +485,86 @@ def blocks(study: Path) -> dict[str, str]:
             **table_blocks(study.parent / "tables")}  # the studies folder holds the reward tables beside the study
 
 
+def headline_block(tables: Path) -> str:
+    """The README's headline, every number read from the table studies and every verdict the plan's
+    (studies/tables/ANALYSIS_PLAN.md): RQ1a per stated setting, RQ1b and RQ3 per CASE variant, the certified
+    cores under the fixed-set target with the pool's floor beside, and DEARICL_static against CASE_static."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from knob_sweep import share_in_paper_range
+
+    folders = sorted(p for p in tables.glob("*-gemma3-270m") if (p / "rq1-cores.json").is_file())
+    names = [f.name.split("-")[0] for f in folders]
+    lines = [f"Tables: {', '.join(names)} (Gemma 3 270M; 50 runs a method or setting, 20 validation items a pull)."]
+    # RQ1a: every stated setting, every table
+    cells, in_range, total, words = 0, 0, 0, {}
+    for folder in folders:
+        path = folder / "sweep-stated" / "sweep.json"
+        if not path.is_file():
+            continue
+        for label, r in json.loads(path.read_text()).items():
+            if label.startswith("case"):
+                continue
+            count, lo, hi = share_in_paper_range(r["rounds"])
+            word = "supported" if lo > 0.5 else "not reproduced" if hi < 0.5 else "cannot decide"
+            words[word] = words.get(word, 0) + 1
+            cells, in_range, total = cells + 1, in_range + count, total + len(r["rounds"])
+    if cells:
+        lines.append(f"- **RQ1a, DEARICL stops within the paper's 79–130 rounds**: {in_range} of {total} runs over "
+                     f"{cells} (table, stated setting) cells; verdicts: "
+                     + ", ".join(f"{w} {n}" for w, n in sorted(words.items())) + ".")
+    # RQ1b and RQ3 per CASE variant
+    rq = rq_block(tables)
+    for claim in ("RQ1b: fewer rounds", "RQ3: fewer calls"):
+        for case in ("case", "case-script"):
+            got = [line for line in rq.splitlines() if f"| {claim}" in line and f"`{case}`" in line]
+            if got:
+                verdicts = [line.rstrip(" |").rsplit("|", 1)[1].strip() for line in got]
+                lines.append(f"- **{claim.split(':')[0]}, DEARICL (stated settings) {claim.split(': ')[1]} than "
+                             f"`{case}`**: " + ", ".join(f"{v} on {verdicts.count(v)}" for v in dict.fromkeys(verdicts))
+                             + f" of {len(verdicts)} tables.")
+    # the certified cores under the fixed-set target, the pool's floor beside
+    bounds, floors = [], []
+    for folder in folders:
+        for r in json.loads((folder / "rq1-cores.json").read_text())["results"]:
+            if r["method"] in ("lucb", "dearicl-pac") and r.get("target") == "fixed set":
+                bounds.append((r["eps_error_ucb95"], r["method"], folder.name.split("-")[0]))
+            if r["method"] == "lucb" and r.get("oracle_floor_pool") is not None:
+                floors.append(r["oracle_floor_pool"])
+    if bounds:
+        worst = max(bounds)
+        lines.append(f"- **Certified cores on the fixed-set target**: the largest 95% bound of eps-error is "
+                     f"{worst[0]:.3f} (`{worst[1]}`, {worst[2]}) against δ = 0.05"
+                     + (f"; against the 50-item pool even an oracle of the fixed set errs in "
+                        f"{min(floors):.2f}–{max(floors):.2f} of runs (the protocol's floor)." if floors else "."))
+    # DEARICL_static (stated settings) against CASE_static, the plan's primary test
+    verdicts = []
+    for folder in folders:
+        path = folder / "replay" / ("summary-chrf.json" if (folder / "replay" / "summary-chrf.json").is_file()
+                                    else "summary.json")
+        if path.is_file():
+            c = next((c for c in json.loads(path.read_text())["comparisons"]
+                      if c["method"] == "dearicl-static:paper" and "primary" in c), None)
+            if c is not None:
+                q = c["primary"]
+                verdicts.append(f"{folder.name.split('-')[0]} {q['diff']:+.3f} ({q['verdict']}, Holm p "
+                                f"{_p(q['p_holm'])})")
+    if verdicts:
+        lines.append("- **DEARICL_static (stated settings) − CASE_static, test score**: " + "; ".join(verdicts) + ".")
+    return "\n".join(lines) + "\n"
+
+
 def table_blocks(tables: Path) -> dict[str, str]:
     """`table-NAME-replay` and `table-NAME-cores` for every reward-table study folder under `tables`."""
-    out = {"table-ablations": ablation_block(tables)} if tables.is_dir() else {}
+    out = ({"table-ablations": ablation_block(tables), "table-rq": rq_block(tables),
+            "headline": headline_block(tables)} if tables.is_dir() else {})
     for folder in sorted(p for p in tables.glob("*-gemma3-270m") if p.is_dir()) if tables.is_dir() else []:
         name = folder.name.split("-")[0]
         if (folder / "replay" / "summary.json").is_file():
             out[f"table-{name}-replay"] = replay_block(folder)
         if (folder / "rq1-cores.json").is_file():
             out[f"table-{name}-cores"] = cores_block(folder)
+        if (folder / "sweep-stated" / "sweep.json").is_file():
+            out[f"table-{name}-stated"] = stated_block(folder)
     return out
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -63,6 +64,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--challengers", type=int, default=5, help="|C_t| (the paper's 5)")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--only", default=None, help="run only the settings whose label contains this text")
+    p.add_argument("--skip", default=os.environ.get("SWEEP_SKIP"),
+                   help="leave out the settings whose label contains this text (default: $SWEEP_SKIP), to run the "
+                        "costly ones later: the sweep resumes setting by setting")
     p.add_argument("--settings", choices=["open", "stated"], default="open",
                    help="open: one open knob at a time; stated: every setting the paper states (and CASE beside it)")
     args = p.parse_args(argv)
@@ -73,7 +77,7 @@ def main(argv: list[str]) -> int:
     done = json.loads(done_path.read_text()) if done_path.is_file() else {}
     settings = SETTINGS if args.settings == "open" else {**{name: None for name in CASE_ROWS}, **STATED_SETTINGS}
     for label, neural in settings.items():
-        if label in done or (args.only and args.only not in label):
+        if label in done or (args.only and args.only not in label) or (args.skip and args.skip in label):
             continue
         began = time.perf_counter()
         out = run(["--env", f"table:{args.table}", "--methods", label if neural is None else "dearicl", "--runs",

@@ -17,7 +17,7 @@ export HF_HUB_OFFLINE=1 OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 mode=--check
 [[ "${1:-}" == "--write" ]] && mode=--write
 status=0
-"$PY" -m reports.claims "$STUDY" "$mode" docs/reports.md "$STUDY/README.md" studies/tables/README.md || status=$?
+"$PY" -m reports.claims "$STUDY" "$mode" docs/reports.md "$STUDY/README.md" studies/tables/README.md README.md || status=$?
 for table in studies/tables/*.npz; do
   out="${table%.npz}"
   [[ -f "$out/replay/rows.jsonl" ]] || continue
@@ -27,5 +27,5 @@ for table in studies/tables/*.npz; do
   STEPS="$steps" bash scripts/table_study.sh "$table" "$out"
 done
 "$PY" -m bench report "$STUDY" > /dev/null
-git status --short -- docs/reports.md studies/
+git status --short -- docs/reports.md README.md studies/
 exit $status

@@ -16,7 +16,7 @@ def test_the_committed_readmes_hold_what_the_run_folders_give():
     """Every claims block of the results page and both READMEs equals what reports.claims computes from the committed
     run folders."""
     assert claims.main([str(STUDY), "--check", str(ROOT / "docs" / "reports.md"), str(STUDY / "README.md"),
-                        str(ROOT / "studies" / "tables" / "README.md")]) == 0
+                        str(ROOT / "studies" / "tables" / "README.md"), str(ROOT / "README.md")]) == 0
 
 
 def test_a_number_edited_in_a_block_fails_the_check_and_write_restores_it(tmp_path, capsys):

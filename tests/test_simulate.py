@@ -94,8 +94,8 @@ def test_family_run_reports_every_metric_with_standard_errors(tmp_path, data_dir
     data = json.loads(out.read_text())
     assert data["env"]["instances"] == "one per run" and data["env"]["simulated"]
     methods = [r["method"] for r in data["results"]]
-    assert methods == ["case", "dearicl", "dearicl-random", "dearicl-cal0", "dearicl-paper-schedule",
-                       "dearicl-mc-mean", "lucb", "lucb-kl", "lucb-pp", "lucb-pp-wider", "lucb-wider", "lucb-quantile",
+    assert methods == ["case", "case-script", "dearicl", "dearicl-random", "dearicl-cal0", "dearicl-paper-schedule",
+                       "dearicl-mc-mean", "dearicl-paper", "lucb", "lucb-kl", "lucb-pp", "lucb-pp-wider", "lucb-wider", "lucb-quantile",
                        "lucb-quantile-pp", "lucb-paired", "dearicl-pac",
                        "dearicl-pac-model"]
     for res in data["results"]:
