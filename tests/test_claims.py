@@ -82,3 +82,27 @@ def test_zero_one_scores_are_decided_by_mcnemar():
     four_wins = {**base, **{f"i{i}": 1.0 for i in range(4)}}
     got = claims.compare_items(four_wins, base, 0.05)
     assert got["mcnemar"] and got["p"] == pytest.approx(0.125)  # 4 of 4 discordant pairs; the t-test says 0.044
+
+
+def test_rq_verdicts_follow_the_plan_paired_by_run_and_per_case_variant(tmp_path):
+    """RQ1b/RQ3: DEARICL's rounds and calls against each CASE, Wilcoxon paired by run, Holm over the rows:
+    fewer and significant is "supported", more and significant or equal everywhere is "not reproduced"."""
+    import json
+
+    rng = np.random.default_rng(0)
+    rounds = rng.integers(50, 90, size=30)
+
+    def row(method, rounds, calls):
+        return {"method": method, "rounds": [int(x) for x in rounds], "calls": [int(x) for x in calls]}
+
+    folder = tmp_path / "toy-gemma3-270m"
+    folder.mkdir()
+    (folder / "rq1-cores.json").write_text(json.dumps({"results": [
+        row("case", rounds, rounds * 20), row("case-script", rounds - 40, rounds * 20),
+        row("dearicl-paper", rounds - 20, rounds * 20)]}))
+    text = claims.rq_block(tmp_path)
+    lines = {(line.split("|")[2].strip(), line.split("|")[3].strip()): line.rstrip(" |").rsplit("|", 1)[1].strip()
+             for line in text.splitlines() if line.startswith("| toy")}
+    assert lines[("RQ1b: fewer rounds", "`case`")] == "supported"
+    assert lines[("RQ1b: fewer rounds", "`case-script`")] == "not reproduced"  # DEARICL stops later than this CASE
+    assert lines[("RQ3: fewer calls", "`case`")] == "not reproduced"  # the same calls in every run

@@ -252,6 +252,22 @@ def test_the_knob_sweep_runs_each_setting_on_the_table_and_reports_the_paper_ran
     assert done["N 16"]["env"]["recorded"] and len(done["N 16"]["rounds"]) == 2
     assert "N 16" in (out / "sweep.md").read_text() and "in 79-130" in (out / "sweep.md").read_text()
 
+    # every setting the paper states, CASE's two settings beside them; --skip leaves the costly ones for later
+    stated = tmp_path / "stated"
+    assert sweep.main([str(tmp_path / "t.npz"), "--runs", "2", "--n-val", "4", "--budget", "6", "--m", "2",
+                       "--challengers", "1", "--out", str(stated), "--settings", "stated", "--skip", "100 epochs"]) == 0
+    done = json.loads((stated / "sweep.json").read_text())
+    assert list(done)[:2] == ["case", "case-script"] and done["case"]["settings"] == {"sigma": 0.5, "patience": 0}
+    labels = [label for label in done if not label.startswith("case")]
+    assert len(labels) == 4 and not any("100 epochs" in label for label in labels)
+    for label in labels[1:]:  # Algorithm 1's epoch, and each c_t schedule, with every stated value
+        assert {"log_k=arms", "estimate=mc-mean", "lr=0.0001", "batch_size=16", "epochs_per_round=1"} <= set(
+            done[label]["neural"].split(","))
+    assert {done[label]["neural"].split("width_schedule=")[1] for label in labels[1:]} == set(
+        ["constant", "inverse-sqrt", "sqrt-log"])
+    assert sweep.share_in_paper_range([79, 130, 78, 131]) == (2, pytest.approx(0.0676, abs=1e-3),
+                                                              pytest.approx(0.9324, abs=1e-3))
+
 
 def test_seed_level_verdicts_differ_equivalent_or_undecided_against_the_preset_margin():
     from bench.replay import summarise
