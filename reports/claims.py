@@ -320,6 +320,8 @@ def replay_block(folder: Path) -> str:
         c = by.get(name)
         if c is None:
             row += [""] * 5
+        elif "primary" not in c:  # replayed before the plan: rows without per-item arms, the Wilcoxon test only
+            row += [f"{c['mean_difference']:+.3f} (no per-item arms)", "–", "–", "–", _p(c["p_holm"])]
         else:
             q = c["primary"]  # the plan's primary test (two-way bootstrap), the Wilcoxon test over seeds beside it
             row += [f"{q['diff']:+.3f} [{q['ci95'][0]:+.3f}, {q['ci95'][1]:+.3f}] ({_p(q['p_holm'])})",
@@ -329,7 +331,7 @@ def replay_block(folder: Path) -> str:
     first = LABELS.get(main["meta"].get("metric", ""), "test score") if second else "test score"
     headers = ["selector", f"{first} [95% CI]"] + (["chrF [95% CI]"] if second else []) + [
         "regret vs truth", "pulls", "rounds", "calls", "held-out rank corr.",
-        f"Δ {label} vs CASE [95% CI] (Holm p)", f"TOST ±{decide['comparisons'][0]['primary']['margin']:g} (Holm p)",
+        f"Δ {label} vs CASE [95% CI] (Holm p)", f"TOST ±{decide['comparisons'][0]['margin']:g} (Holm p)",
         "MDD (Holm level)", "verdict", "Wilcoxon over seeds (Holm p; secondary)"]
     ref = main["reference"]
     return (f"{len(main['methods'])} selectors × {main['methods'][0]['seeds']} seeds, {main['n_val']} validation "
@@ -360,6 +362,8 @@ def ablation_block(tables: Path, base: str = "dearicl-dynamic",
         got = summarise(fits, table, main["reward"], base, margin if metric == "metric" else 0.02, metric)
         score = {m["method"]: m["test_score"] for m in got["methods"]}
         for c in got["comparisons"]:
+            if "primary" not in c:  # replayed before the plan kept per-item arms
+                continue
             q = c["primary"]
             rows.append([folder.name.split("-")[0], f"`{c['method']}`", f"{score[base]:.3f}", f"{score[c['method']]:.3f}",
                          f"{-q['diff']:+.3f} [{-q['ci95'][1]:+.3f}, {-q['ci95'][0]:+.3f}]", _p(q["p_holm"]),

@@ -21,10 +21,15 @@ status=0
 for table in studies/tables/*.npz; do
   out="${table%.npz}"
   [[ -f "$out/replay/rows.jsonl" ]] || continue
-  steps=summaries
-  [[ -n "${CORES:-}" ]] && steps="cores summaries"
-  echo "== $table: $steps"
-  STEPS="$steps" bash scripts/table_study.sh "$table" "$out"
+  if [[ -n "${CORES:-}" ]]; then  # the cores at the n_val they were committed with
+    n_val=$("$PY" -c "import json, sys; print(json.load(open(sys.argv[1]))['env']['n_val'])" "$out/rq1-cores.json")
+    echo "== $table: cores (n_val $n_val)"
+    N_VAL="$n_val" STEPS=cores bash scripts/table_study.sh "$table" "$out"
+  fi
+  # the settings the saved fits were made with (a table replayed under an earlier protocol keeps its own)
+  read -r n_val margin < <("$PY" -c "import json, sys; d = json.load(open(sys.argv[1])); print(d['n_val'], d['comparisons'][0]['margin'])" "$out/replay/summary.json")
+  echo "== $table: summaries (n_val $n_val, margin $margin)"
+  N_VAL="$n_val" MARGIN="$margin" STEPS=summaries bash scripts/table_study.sh "$table" "$out"
 done
 "$PY" -m bench report "$STUDY" > /dev/null
 git status --short -- docs/reports.md README.md studies/
