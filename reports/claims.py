@@ -311,7 +311,10 @@ def replay_block(folder: Path) -> str:
     rows = []
     for m in main["methods"]:
         name = m["method"]
-        row = [REPLAY_LABELS.get(name, f"`{name}`"), f"{m['test_score']:.3f} [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]"]
+        label = REPLAY_LABELS.get(name, f"`{name}`")
+        if name == "dearicl-static:paper" and main["n_val"] == 10:  # the earlier protocol: Algorithm 1's schedule only
+            label = "`dearicl-static`, paper schedule (1 epoch, lr 1e-4)"
+        row = [label, f"{m['test_score']:.3f} [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]"]
         if second:
             c2 = scores2[name]
             row.append(f"{c2['test_score']:.3f} [{c2['ci95'][0]:.3f}, {c2['ci95'][1]:.3f}]")
@@ -522,22 +525,30 @@ def headline_block(tables: Path) -> str:
     names = [f.name.split("-")[0] for f in folders]
     lines = [f"Tables: {', '.join(names)} (Gemma 3 270M; 50 runs a method or setting, 20 validation items a pull)."]
     # RQ1a: every stated setting, every table
-    cells, in_range, total, words = 0, 0, 0, {}
+    cells, in_range, total, words, k_alone, hundred = 0, 0, 0, {}, [0, 0, 0], False
     for folder in folders:
         path = folder / "sweep-stated" / "sweep.json"
         if not path.is_file():
             continue
         for label, r in json.loads(path.read_text()).items():
-            if label.startswith("case"):
-                continue
             count, lo, hi = share_in_paper_range(r["rounds"])
+            if label.startswith("K = |A| alone"):  # the audit's patch alone, on the harness's schedule
+                k_alone = [k_alone[0] + count, k_alone[1] + len(r["rounds"]), k_alone[2] + 1]
+            if not label.startswith("stated"):
+                continue
+            hundred = hundred or "100 epochs" in label
             word = "supported" if lo > 0.5 else "not reproduced" if hi < 0.5 else "cannot decide"
             words[word] = words.get(word, 0) + 1
             cells, in_range, total = cells + 1, in_range + count, total + len(r["rounds"])
+    readings = ("one epoch a round (Algorithm 1) and 100 (l.782)" if hundred else
+                "Algorithm 1's one epoch a round; l.782's reading, 100 epochs, not run yet")
     if cells:
-        lines.append(f"- **RQ1a, DEARICL stops within the paper's 79–130 rounds**: {in_range} of {total} runs over "
-                     f"{cells} (table, stated setting) cells; verdicts: "
-                     + ", ".join(f"{w} {n}" for w, n in sorted(words.items())) + ".")
+        lines.append(f"- **RQ1a, DEARICL stops within the paper's 79–130 rounds, every stated setting** (each c_t "
+                     f"schedule; {readings}): {in_range} of "
+                     f"{total} runs over {cells} (table, setting) cells stop there; verdicts: "
+                     + ", ".join(f"{w} {n}" for w, n in sorted(words.items()))
+                     + f". With K = |A| alone on the harness's schedule: {k_alone[0]} of {k_alone[1]} runs "
+                     f"({k_alone[2]} tables).")
     # RQ1b and RQ3 per CASE variant
     rq = rq_block(tables)
     for claim in ("RQ1b: fewer rounds", "RQ3: fewer calls"):
@@ -585,8 +596,11 @@ def headline_block(tables: Path) -> str:
                 q = c["primary"]
                 verdicts.append(f"{folder.name.split('-')[0]} {q['diff']:+.3f} ({q['verdict']}, Holm p "
                                 f"{_p(q['p_holm'])})")
+    waiting = [f.name.split("-")[0] for f in folders if not any(f.name.split("-")[0] == v.split()[0] for v in verdicts)]
     if verdicts:
-        lines.append("- **DEARICL_static (stated settings) − CASE_static, test score**: " + "; ".join(verdicts) + ".")
+        lines.append("- **DEARICL_static (stated settings) − CASE_static, test score** (the plan's bootstrap): "
+                     + "; ".join(verdicts) + (f"; not rerun at 20 items a pull yet: {', '.join(waiting)}" if waiting
+                                              else "") + ".")
     return "\n".join(lines) + "\n"
 
 
