@@ -355,6 +355,11 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
                                 "regret_pool": []}
     stops: dict[str, int] = {}
     trace0: list = []
+    # CASE off GIFA's linear environment: the harness's sigma and patience, or the named variant's
+    case = {**CASE_DEFAULTS, **spec.case}
+    case_sigma = noise if linear or case["sigma"] == "noise" else case["sigma"]
+    patience = args.patience if args.patience is not None else (case["patience"] if spec.kind == "linear" and not linear
+                                                                else 0)
     for r in tqdm(range(args.runs), desc=f"simulate {name}", disable=True if args.no_progress else None):
         world = world_of(r)
         env = world.make_env(np.random.default_rng([args.seed, r]))
@@ -374,13 +379,11 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
                                                           cold_start=args.cold_start, max_pulls=args.budget, cs=args.cs,
                                                           stop=spec.stop, seed=args.seed * 1000 + r)).run()
         else:
-            case = {**CASE_DEFAULTS, **spec.case}
             if spec.kind == "linear":
                 # GIFA's linear environment: the surrogate assumes its noise level, lambda = sigma / 20; elsewhere the
                 # harness's CASE (or the named variant's sigma)
-                sigma = noise if linear or case["sigma"] == "noise" else case["sigma"]
                 reg = (noise / 20) ** 2 if linear else 1.0
-                surrogate = LinearSurrogate(world.case_features, reg=reg, sigma=sigma, delta=args.delta,
+                surrogate = LinearSurrogate(world.case_features, reg=reg, sigma=case_sigma, delta=args.delta,
                                             beta=args.beta)
             else:
                 surrogate = NeuralSurrogate(world.queries, world.arm_emb, delta=args.delta,
@@ -390,8 +393,7 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
                                rule=spec.rule if spec.rule == "random" else args.rule,
                                cold_start="all" if linear else args.cold_start, max_pulls=args.budget,
                                seed=args.seed * 1000 + r, max_rounds=200_000 if linear else 10_000,
-                               patience=args.patience if args.patience is not None else
-                               (case["patience"] if spec.kind == "linear" and not linear else 0))
+                               patience=patience)
             res = GapIndexTopM(env, surrogate, cfg).run()
         per_run["seconds"].append(time.perf_counter() - began)
         truth, target = env.true_means, getattr(env, "target", "truth")
@@ -427,10 +429,7 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
         neural["cs"] = spec.cs
     neural.update(spec.lucb)
     if spec.kind == "linear":  # which CASE ran: the harness's, or the named variant
-        sigma = {**CASE_DEFAULTS, **spec.case}["sigma"]
-        neural.update(sigma=noise if linear or sigma == "noise" else sigma,
-                      patience=args.patience if args.patience is not None else
-                      (0 if linear else {**CASE_DEFAULTS, **spec.case}["patience"]))
+        neural.update(sigma=case_sigma, patience=patience)
     if spec.kind == "quantile":
         neural.update(rho=args.rho, m=1, arms_sampled=min(quantile_sample_size(args.rho, args.delta), env.n_arms))
     row = {"method": name, "simulated": not args.env.startswith("table:"), "runs": args.runs, "kind": spec.kind,

@@ -468,31 +468,33 @@ def paired_runs(a: list[float], b: list[float]) -> tuple[float, float]:
     return float(diff.mean()), p
 
 
-def rq_block(tables: Path, dearicl: str = "dearicl-paper") -> str:
+def rq_rows(tables: Path, dearicl: str = "dearicl-paper") -> list[dict]:
     """The paper's RQ1b and RQ3 on every table, per CASE variant: DEARICL's stop rounds and calls against CASE's,
     paired by run (Wilcoxon), Holm over every (table, claim, variant); the plan's verdicts."""
     from statsmodels.stats.multitest import multipletests
 
-    rows, ps = [], []
+    rows = []
     for folder in sorted(p for p in tables.glob("*-gemma3-270m") if (p / "rq1-cores.json").is_file()):
         runs = {r["method"]: r for r in json.loads((folder / "rq1-cores.json").read_text())["results"]}
-        if dearicl not in runs:
-            continue
-        for case in ("case", "case-script"):
-            if case not in runs:
-                continue
+        for case in ("case", "case-script") if dearicl in runs else ():
             for claim, key in (("RQ1b: fewer rounds", "rounds"), ("RQ3: fewer calls", "calls")):
-                diff, p = paired_runs(runs[dearicl][key], runs[case][key])
-                ratio = float(np.mean(runs[dearicl][key]) / np.mean(runs[case][key]))
-                rows.append([folder.name.split("-")[0], claim, f"`{case}`", f"{np.mean(runs[dearicl][key]):.1f}",
-                             f"{np.mean(runs[case][key]):.1f}", f"{ratio:.2f}", diff])
-                ps.append(p)
-    out = []
-    for row, p, p_holm in zip(rows, ps, multipletests(ps, method="holm")[1] if ps else []):
-        diff = row.pop()
-        word = ("supported" if p_holm < ALPHA and diff < 0 else
-                "not reproduced" if (p_holm < ALPHA and diff > 0) or p == 1.0 else "cannot decide")
-        out.append(row + [_p(p), _p(p_holm), word])
+                if case in runs:
+                    diff, p = paired_runs(runs[dearicl][key], runs[case][key])
+                    rows.append({"table": folder.name.split("-")[0], "claim": claim, "case": case, "diff": diff,
+                                 "p": p, "dearicl": float(np.mean(runs[dearicl][key])),
+                                 "base": float(np.mean(runs[case][key]))})
+    for row, p_holm in zip(rows, multipletests([r["p"] for r in rows], method="holm")[1] if rows else []):
+        row["p_holm"] = float(p_holm)
+        row["verdict"] = ("supported" if p_holm < ALPHA and row["diff"] < 0 else
+                          "not reproduced" if (p_holm < ALPHA and row["diff"] > 0) or row["p"] == 1.0 else
+                          "cannot decide")
+    return rows
+
+
+def rq_block(tables: Path, dearicl: str = "dearicl-paper") -> str:
+    out = [[r["table"], r["claim"], f"`{r['case']}`", f"{r['dearicl']:.1f}", f"{r['base']:.1f}",
+            f"{r['dearicl'] / r['base']:.2f}", _p(r["p"]), _p(r["p_holm"]), r["verdict"]]
+           for r in rq_rows(tables, dearicl)]
     return (f"`{dearicl}` (every setting the paper states) against each CASE, 50 runs paired by seed; Wilcoxon "
             "signed-rank, Holm over every row (the plan's RQ1b and RQ3):\n\n"
             + _table(["table", "claim", "CASE", "DEARICL (mean)", "CASE (mean)", "ratio", "p", "p (Holm)",
@@ -551,12 +553,11 @@ def headline_block(tables: Path) -> str:
                      + f". With K = |A| alone on the harness's schedule: {k_alone[0]} of {k_alone[1]} runs "
                      f"({k_alone[2]} tables).")
     # RQ1b and RQ3 per CASE variant
-    rq = rq_block(tables)
+    rq = rq_rows(tables)
     for claim in ("RQ1b: fewer rounds", "RQ3: fewer calls"):
         for case in ("case", "case-script"):
-            got = [line for line in rq.splitlines() if f"| {claim}" in line and f"`{case}`" in line]
-            if got:
-                verdicts = [line.rstrip(" |").rsplit("|", 1)[1].strip() for line in got]
+            verdicts = [r["verdict"] for r in rq if r["claim"] == claim and r["case"] == case]
+            if verdicts:
                 lines.append(f"- **{claim.split(':')[0]}, DEARICL (stated settings) {claim.split(': ')[1]} than "
                              f"`{case}`**: " + ", ".join(f"{v} on {verdicts.count(v)}" for v in dict.fromkeys(verdicts))
                              + f" of {len(verdicts)} tables.")
