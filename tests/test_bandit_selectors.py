@@ -252,3 +252,14 @@ def test_case_dynamic_scale_trace_and_call_bound(tmp_path, data_dir, fake):
     assert create("case-dynamic", {"pulls_per_query": 3}).selection_call_bound(4, 5) == 3 * 4 * 5
     unfitted = create("case-dynamic", {})
     assert unfitted.scale() == {} and unfitted.trace() == []  # nothing ran: no size or trace to report
+
+
+def test_the_papers_surrogate_settings_reach_the_selectors_network():
+    """configs/paper.yaml sets log_k, estimate, width_schedule and batch_size on the bandit selectors: each must reach
+    the NeuralConfig their surrogate is built from (a dropped one would leave the paper's run on the default)."""
+    from methods.base import create
+
+    selector = create("dearicl-static", {"log_k": "arms", "estimate": "mc-mean", "width_schedule": "sqrt-log",
+                                         "batch_size": 8})
+    assert (selector.neural.log_k, selector.neural.estimate, selector.neural.width_schedule,
+            selector.neural.batch_size) == ("arms", "mc-mean", "sqrt-log", 8)
