@@ -426,6 +426,9 @@ def table_parser() -> argparse.ArgumentParser:
                    help="build: validation items, the pool a replay draws from (default 50); replay: items a pull "
                         "evaluates, drawn per seed from that pool (default 10)")
     p.add_argument("--n-test", type=_positive, default=200, help="test items (the scores of a replayed selection)")
+    p.add_argument("--record-test", type=_positive, default=None, metavar="M",
+                   help="build: record M of the --n-test items (a seeded subsample); a later build of all of them "
+                        "reuses the cache, so a long CPU build lands in stages (the table's meta says how many)")
     p.add_argument("--bertscore-rescale", action="store_true",
                    help="build: BERTScore rewards baseline-rescaled, (F - b) / (1 - b) clipped at 0")
     p.add_argument("--pool-size", type=_positive, default=None, help="subsample the demonstration pool")
@@ -539,6 +542,9 @@ def cmd_table(argv: list[str]) -> int:
         raise ConfigError("--plan writes the generation calls for another machine; --rewards loglik,options run here")
     splits = task.load_splits(args.data_dir or default_data_dir(), n_test=args.n_test, n_val=args.n_val,
                               pool_size=args.pool_size, seed=args.seed)
+    if args.record_test is not None and (args.record_test > len(splits.test) or args.plan is not None):
+        raise ConfigError(f"--record-test {args.record_test}: " + ("a plan holds every test item" if args.plan else
+                          f"more than the {len(splits.test)} test items"))
     spec = LLMSpec(args.llm, backend=args.backend)
     resolve(spec)  # a bad name fails before any model loads
     cache = None if args.plan else CallCache(args.cache or args.file.with_suffix(".cache.sqlite"))  # plan: no calls
@@ -560,7 +566,8 @@ def cmd_table(argv: list[str]) -> int:
         except (OSError, ValueError) as exc:
             raise ConfigError(f"--answers-from {args.answers_from}: not readable ({exc})") from None
     table = build(task, splits, client, Encoder(), bertscore, n_arms=args.arms, k=args.k, seed=args.seed,
-                  samples=args.samples, progress=not args.no_progress, answers_from=recorded, groups=groups)
+                  samples=args.samples, progress=not args.no_progress, answers_from=recorded, groups=groups,
+                  test_recorded=args.record_test)
     table.save(args.file)
     print(table.summary())
     print(f"wrote {args.file}")

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -202,6 +203,15 @@ def table_splits(table: RewardTable, data_dir, path="the table"):
     return task, splits, np.array([[index[d] for d in row] for row in table.arm_demo_ids])
 
 
+def recorded_test(test: list, n: int | None, seed: int) -> list:
+    """n of the test items, a seeded subsample kept in order (all when n is None): a build of the whole test set
+    later finds their calls in its cache, so a long CPU build lands in stages."""
+    if n is None or n >= len(test):
+        return list(test)
+    keep = sorted(random.Random(f"recorded-test/{seed}").sample(range(len(test)), n))
+    return [test[i] for i in keep]
+
+
 def template_hash(task) -> str:
     """A hash of how the task renders a prompt (instruction, demonstration and query templates)."""
     probe = [Item("probe/d", "DEMO INPUT", "DEMO ANSWER", "DEMO RATIONALE")]
@@ -297,12 +307,13 @@ def record(client: LLMClient, task, arm_demos, items, samples: int, *, score: bo
 
 def build(task, splits, client: LLMClient, encoder, bertscore, *, n_arms: int, k: int, seed: int, samples: int,
           progress: bool = True, answers_from: dict | None = None,
-          groups: tuple[str, ...] = ("generation",)) -> RewardTable:
+          groups: tuple[str, ...] = ("generation",), test_recorded: int | None = None) -> RewardTable:
     groups = check_columns(task, groups)
     generate = "generation" in groups
     samples = 1 if task.scoring == "rank" or client.params.greedy or not generate else samples  # deterministic
     arm_demos = table_arms(task, splits, encoder, n_arms, k, seed)
-    items = list(splits.validation) + list(splits.test)
+    test = recorded_test(splits.test, test_recorded, seed)
+    items = list(splits.validation) + test
     if answers_from is not None:
         check_recorded(client, task, arm_demos, items, samples, answers_from)
     n = len(items)
@@ -338,6 +349,8 @@ def build(task, splits, client: LLMClient, encoder, bertscore, *, n_arms: int, k
             "n_validation": len(splits.validation), "n_test": len(splits.test), "pool_size": len(splits.pool),
             "code": code, "built_at": datetime.now(timezone.utc).isoformat(
                 timespec="seconds"), "build_seconds": round(seconds, 1)}
+    if len(test) < len(splits.test):  # the splits re-derive from n_test; these are the items recorded of it
+        meta["n_test_recorded"] = len(test)
     if "options" in groups:
         meta["options_template_hash"] = template_hash(task.option_ranking())
     if generate and task.reward == "bertscore" and bertscore is not None:  # which scorer, and whether rescaled

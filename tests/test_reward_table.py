@@ -528,6 +528,32 @@ def test_a_loglik_table_holds_only_the_gold_loglik_from_the_same_calls_as_a_gene
     assert back.columns == merged.columns and back.meta["samples"] == 3 and len(back.meta["merged_from"]) == 2
 
 
+def test_a_staged_build_records_a_seeded_part_of_the_test_items_and_the_whole_build_reuses_it(gsm8k_setting, encoder,
+                                                                                                 data_dir, tmp_path):
+    from fakes import FakeBackend, varied
+
+    from bench.reward_table import table_splits
+
+    task, splits, params = gsm8k_setting
+    cache = CallCache(tmp_path / "c.sqlite")
+    backend = FakeBackend(varied, batch_size=64)
+    staged = build(task, splits, LLMClient(backend, cache, params=params), encoder, None, n_arms=3, k=2, seed=0,
+                   samples=1, progress=False, groups=("loglik",), test_recorded=2)
+    test_ids = [it.id for it in splits.test]
+    held = list(staged.item_ids[staged.test])
+    assert len(held) == 2 and set(held) < set(test_ids) and held == [i for i in test_ids if i in held]  # in order
+    assert staged.meta["n_test"] == 3 and staged.meta["n_test_recorded"] == 2 and len(staged.validation) == 4
+    staged.save(tmp_path / "s.npz")
+    table_splits(RewardTable.load(tmp_path / "s.npz"), data_dir)  # its splits re-derive from the data folder
+    asked = len(backend.prompts)
+    full = build(task, splits, LLMClient(backend, cache, params=params), encoder, None, n_arms=3, k=2, seed=0,
+                 samples=1, progress=False, groups=("loglik",))
+    assert len(backend.prompts) - asked == 3 * 1  # one new test item per arm: the rest came from the cache
+    assert "n_test_recorded" not in full.meta
+    columns = [list(full.item_ids).index(i) for i in staged.item_ids]
+    assert np.array_equal(full.loglik[:, columns], staged.loglik)
+
+
 def test_tables_of_other_arms_or_disagreeing_columns_do_not_merge(gsm8k_setting, encoder, tmp_path):
     from fakes import FakeBackend, varied
 
