@@ -66,7 +66,7 @@ def token_totals(calls: list[dict]) -> dict[tuple[str, str, str, str], dict[str,
 
 
 def token_table(calls: list[dict], prices: PriceTable | None = None, fmt: str = "github") -> str:
-    from tabulate import tabulate
+    from reports.tables import table
 
     rows = []
     for (method, task, phase, model), t in sorted(token_totals(calls).items()):
@@ -76,5 +76,4 @@ def token_table(calls: list[dict], prices: PriceTable | None = None, fmt: str = 
         rows.append([method, task, phase, model, t["calls"], t["prompt_tokens"], t["prefilled_tokens"],
                      t["completion_tokens"]] + ([cost] if prices else []))
     headers = ["Method", "Task", "Phase", "Model", "Calls", "Prompt tokens", "Prefilled", "Completion tokens"]
-    return tabulate(rows, headers=headers + (["Cost (USD)"] if prices else []),
-                    tablefmt="latex_raw" if fmt == "latex" else fmt, disable_numparse=True)
+    return table(rows, headers + (["Cost (USD)"] if prices else []), fmt)

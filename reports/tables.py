@@ -15,6 +15,36 @@ DAGGER, WORSE = "†", "↓"  # paired test, p < 0.05 (t-test; exact McNemar for
 HOLM_BETTER, HOLM_WORSE = "‡", "⇓"  # the same, and it survives Holm's correction over the methods on the task
 
 
+class Tex(str):
+    """LaTeX markup a cell or caption holds on purpose (a mark, bold, a small interval): `table` keeps it as is."""
+
+
+# every character LaTeX reads as markup, and the Unicode the reports print that pdflatex cannot set
+LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+         "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "×": r"$\times$", "±": r"$\pm$",
+         "Δ": r"$\Delta$", "δ": r"$\delta$", "ε": r"$\varepsilon$", "σ": r"$\sigma$", "ρ": r"$\rho$",
+         "≤": r"$\leq$", "≥": r"$\geq$", "≈": r"$\approx$", "→": r"$\to$", "·": r"$\cdot$", "–": "--", "—": "---",
+         "…": r"\ldots{}", DAGGER: r"$^\dagger$", HOLM_BETTER: r"$^\ddagger$", WORSE: r"$^\downarrow$",
+         HOLM_WORSE: r"$^\Downarrow$"}
+
+
+def latex_escape(text) -> str:
+    """Text as LaTeX sets it literally (Tex markup is kept as is)."""
+    if isinstance(text, Tex):
+        return text
+    return "".join(LATEX.get(ch, ch) for ch in str(text))
+
+
+def table(rows: list[list], headers: list, fmt: str) -> str:
+    """tabulate as the reports use it: fmt "github" (Markdown) or "latex"/"latex_raw" (every cell and header
+    escaped but Tex markup)."""
+    if fmt in ("latex", "latex_raw"):
+        rows = [[latex_escape(cell) for cell in row] for row in rows]
+        headers = [latex_escape(h) for h in headers]
+        fmt = "latex_raw"
+    return tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True)
+
+
 def _grid(runs: list[dict]) -> tuple[list[str], list[str], dict]:
     methods = list(dict.fromkeys(r["method"] for r in runs))
     tasks = list(dict.fromkeys(r["task"] for r in runs))
@@ -92,7 +122,8 @@ def score_cell(run: dict | None, test, fmt: str) -> str:
     low, high = run.get("ci_low"), run.get("ci_high")
     interval = "" if low is None or high is None else (f" [{100 * low:.1f}, {100 * high:.1f}]" if fmt == "github"
                                                          else f" {{\\scriptsize[{100 * low:.1f}, {100 * high:.1f}]}}")
-    return f"{100 * run['score']:.2f}{mark}{budget}{interval}"
+    cell = f"{100 * run['score']:.2f}{mark}{budget}{interval}"
+    return cell if fmt == "github" else Tex(cell)
 
 
 def latex_table(tabular: str, caption: str, label: str) -> str:
@@ -101,13 +132,13 @@ def latex_table(tabular: str, caption: str, label: str) -> str:
     rules = [i for i, line in enumerate(lines) if line.strip() == r"\hline"]
     for n, i in enumerate(rules):
         lines[i] = r"\toprule" if n == 0 else (r"\bottomrule" if n == len(rules) - 1 else r"\midrule")
-    caption = caption.replace("%", r"\%").replace("_", r"\_")
+    caption = latex_escape(caption)
     return "\n".join([r"\begin{table}[t]", r"\centering", r"\small", *lines, rf"\caption{{{caption}}}",
                       rf"\label{{tab:{label}}}", r"\end{table}"])
 
 
 def _bold(text: str, fmt: str) -> str:
-    return f"**{text}**" if fmt == "github" else rf"\textbf{{{text}}}"
+    return f"**{text}**" if fmt == "github" else Tex(rf"\textbf{{{latex_escape(text)}}}")
 
 
 def grouped_rows(runs: list[dict], methods: list[str], cells, n_columns: int, fmt: str) -> list[list[str]]:
@@ -130,7 +161,7 @@ def accuracy_table(runs: list[dict], tests: dict, fmt: str = "github") -> str:
     rows = grouped_rows(main, methods, lambda m: [score_cell(cell.get((m, t)), tests.get((m, t)), fmt)
                                                   for t in tasks], len(tasks), fmt)
     headers = ["Method"] + [_task_header(t, runs) for t in tasks]
-    return tabulate(rows, headers=headers, tablefmt="latex_raw" if fmt == "latex" else fmt, disable_numparse=True)
+    return table(rows, headers, fmt)
 
 
 def data_ablation_table(runs: list[dict], tests: dict, fmt: str = "github") -> str | None:
@@ -149,7 +180,7 @@ def data_ablation_table(runs: list[dict], tests: dict, fmt: str = "github") -> s
         rows.append(["dearicl-dynamic"] + [score_cell(cell.get(("dearicl-dynamic", t)),
                                                        tests.get(("dearicl-dynamic", t)), fmt) for t in tasks])
     headers = ["Method"] + [_task_header(t, runs) for t in tasks]
-    return tabulate(rows, headers=headers, tablefmt="latex_raw" if fmt == "latex" else fmt, disable_numparse=True)
+    return table(rows, headers, fmt)
 
 
 def _task_header(task: str, runs: list[dict]) -> str:
@@ -198,8 +229,8 @@ def secondary_table(runs: list[dict], records: list[ItemRecord], baseline: str |
             rows.append([run["method"], run["task"], metric, f"{100 * np.mean(values[key]):.2f}{interval}", *vs])
     if not rows:
         return None
-    return tabulate(rows, headers=["Method", "Task", "Metric", "×100 [95% CI]", f"Δ×100 vs {baseline}", "p", "p (Holm)",
-                                   "MDD×100 (80% power)"], tablefmt="github", disable_numparse=True)
+    return table(rows, ["Method", "Task", "Metric", "×100 [95% CI]", f"Δ×100 vs {baseline}", "p", "p (Holm)",
+                        "MDD×100 (80% power)"], "github")
 
 
 def extra_table(runs: list[dict], fmt: str = "github") -> str | None:
@@ -209,7 +240,7 @@ def extra_table(runs: list[dict], fmt: str = "github") -> str | None:
             for r in runs if r.get("extra")]
     if not rows:
         return None
-    return tabulate(rows, headers=["Method", "Task"] + keys, tablefmt="latex_raw" if fmt == "latex" else fmt, disable_numparse=True)
+    return table(rows, ["Method", "Task"] + keys, fmt)
 
 
 def scale_table(runs: list[dict], fmt: str = "github") -> str | None:
@@ -230,7 +261,7 @@ def _cell_table(runs: list[dict], title: str, cell_text, fmt: str) -> str:
     """A method x task grid whose cells are `cell_text(run)`."""
     methods, tasks, cell = _grid(runs)
     rows = [[m] + [("" if cell.get((m, t)) is None else cell_text(cell[(m, t)])) for t in tasks] for m in methods]
-    return tabulate(rows, headers=[title] + tasks, tablefmt="latex_raw" if fmt == "latex" else fmt, disable_numparse=True)
+    return table(rows, [title] + tasks, fmt)
 
 
 def calls_table(runs: list[dict], fmt: str = "github") -> str:

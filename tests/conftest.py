@@ -17,6 +17,20 @@ def shared_data() -> Path | None:
     return candidate if candidate.is_dir() else None
 
 
+@pytest.fixture(autouse=True)
+def _reports_compile(request):
+    """Every report.tex a test writes compiles with a real LaTeX (where pdflatex is installed: CI installs it)."""
+    yield
+    from latexcheck import latex_errors, pdflatex
+
+    folder = request.node.funcargs.get("tmp_path")
+    if folder is None or pdflatex() is None:
+        return
+    for tex in sorted(Path(folder).rglob("report.tex")):
+        errors = latex_errors(tex)
+        assert errors is None, f"{tex} does not compile:\n{errors}"
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     path = shared_data()

@@ -1,5 +1,6 @@
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,6 +10,8 @@ from bench.compare import compare, format_checks
 from bench.records import ItemRecord, append_jsonl
 from reports.render import write_report
 from reports.stats import PairedTTest
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_paired_t_test_matches_hand_computation():
@@ -329,6 +332,27 @@ def test_latex_tables_use_booktabs_with_captions_and_labels(tmp_path):
     assert tex.count("\\toprule") == tex.count("\\bottomrule") == floats
     for label in ("accuracy", "calls", "time", "selection-time"):
         assert f"\\label{{tab:{label}}}" in tex
+
+
+def test_every_cell_and_header_is_escaped_for_latex_and_marks_are_kept():
+    from reports.tables import Tex, latex_escape, table
+
+    text = table([["macro_f1", Tex(r"\\textbf{x}"), "50% & $5 #1 {a} ~^ \\ ±×Δ≤"]],
+                 ["rules (Acc ×100 [95% CI], n = 100)", "b", "c"], "latex")
+    assert r"macro\_f1" in text and r"\textbf{x}" in text and r"95\% CI" in text and r"$\times$100" in text
+    assert r"50\% \& \$5 \#1 \{a\} \textasciitilde{}\textasciicircum{} \textbackslash{}" in text
+    assert latex_escape("±×Δ≤") == r"$\pm$$\times$$\Delta$$\leq$" and latex_escape(Tex("%")) == "%"
+    assert "macro_f1" in table([["macro_f1"]], ["50%"], "github")  # Markdown is left as it is
+
+
+@pytest.mark.skipif(__import__("shutil").which("pdflatex") is None, reason="pdflatex is not installed (CI installs it)")
+def test_every_committed_study_report_tex_compiles():
+    from latexcheck import latex_errors
+
+    files = sorted((ROOT / "studies").rglob("*.tex"))
+    assert len(files) >= 29
+    failed = {str(f.relative_to(ROOT)): latex_errors(f) for f in files}
+    assert {f: e for f, e in failed.items() if e is not None} == {}
 
 
 def test_report_aggregates_seeds_with_mean_sd_and_count(tmp_path, capsys):
