@@ -30,3 +30,13 @@ class FitFailed(Exception):
     Not a BenchError: the runner records the failure on that row (score null, `error`), runs the
     other methods, and the process exits non-zero (3) at the end.
     """
+
+
+def unknown_name(what: str, name: str, known, plural: str | None = None) -> ConfigError:
+    """A ConfigError for a name not among `known`: the closest matches (difflib), then every known name in order."""
+    import difflib
+
+    known = list(known)
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return ConfigError(f"unknown {what} {name!r}{hint} (known {plural or what + 's'}: {', '.join(known)})")

@@ -27,7 +27,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bench.errors import ConfigError
+from bench.errors import ConfigError, unknown_name
 from bench.items import Item
 from bench.log import LOG, Progress
 from bench.oracle import Pull, RewardOracle
@@ -81,7 +81,7 @@ def replayable(name: str) -> None:
 
     cls = available().get(name.split(":")[0])
     if cls is None:
-        raise ConfigError(f"unknown method '{name}'; known methods: {', '.join(sorted(available()))}")
+        raise unknown_name("method", name, sorted(available()))
     if not issubclass(cls, (BanditSelector, Explora)):
         raise ConfigError(f"{name} does not choose among the table's arms (only the bandit and LTR selectors and "
                           "explora replay from a table)")

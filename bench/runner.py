@@ -19,7 +19,7 @@ from bench.answering import answer
 from bench.cells import CELL_KEYS, describe_diff, methods_with_rows, set_aside
 from bench.distributed import Dist
 from bench.encoder import Encoder
-from bench.errors import BenchError, BudgetExhausted, ConfigError, FitFailed
+from bench.errors import BenchError, BudgetExhausted, ConfigError, FitFailed, unknown_name
 from bench.items import Item
 from bench.log import LOG, Progress, run_log
 from bench.provenance import environment
@@ -143,7 +143,7 @@ def expand_methods(methods: list[str], ltr_data: tuple[str, ...] = ("own",), ins
         methods = sorted((n for n, cls in known.items() if cls.in_all), key=lambda n: (rank.get(n, len(rank)), n))
     for name in methods:
         if name not in known and name not in instances:
-            raise ConfigError(f"unknown method '{name}'; known methods: {', '.join(sorted(known))}")
+            raise unknown_name("method", name, sorted(known))
     unknown = [d for d in ltr_data if d not in LTR_DATA]
     if unknown or not ltr_data:
         raise ConfigError(f"--ltr-data takes {' and/or '.join(LTR_DATA)}, got '{','.join(ltr_data)}'")
@@ -190,7 +190,7 @@ class Runner:
         known = available()
         for name in config.method_params:
             if name != "*" and name not in known:
-                raise ConfigError(f"--param names unknown method '{name}'")
+                raise unknown_name("method", name, sorted(known))
         scores, why_not = provides_loglik(config.oracle_llm) if config.llm_backend is None else (True, "")
         ranked = [t.name for t in self.tasks if t.scoring == "rank"]
         for spec in named if ranked else []:

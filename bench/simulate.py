@@ -15,7 +15,7 @@ import numpy as np
 from scipy import stats
 from tqdm.auto import tqdm
 
-from bench.errors import ConfigError, DataError
+from bench.errors import ConfigError, DataError, unknown_name
 from bench.options import HelpFormatter, Parser, default_data_dir
 from dearicl.arms import arm_embeddings, build_arms, cluster_labels, slot_similarity_features
 from dearicl.bandit import BanditConfig, GapIndexTopM
@@ -220,7 +220,7 @@ def parse_methods(args, linear: bool) -> list[str]:
         methods = ["case"] if linear else [n for n in methods if (SIM_METHODS[n].cs == "wor") == population]
     for name in methods:
         if name not in SIM_METHODS:
-            raise ConfigError(f"unknown simulate method '{name}'; known: {', '.join(SIM_METHODS)}")
+            raise unknown_name("simulate method", name, SIM_METHODS)
         if population and SIM_METHODS[name].cs != "wor":
             raise ConfigError(f"'{name}' assumes a fixed validation set or independent rewards; under --protocol "
                               "population only the -wor methods run (their sequences sample without replacement)")

@@ -15,7 +15,7 @@ from importlib.metadata import entry_points
 from typing import Any, ClassVar, Literal
 
 
-from bench.errors import ConfigError
+from bench.errors import ConfigError, unknown_name
 from bench.registry import registrar
 from bench.items import Item
 
@@ -257,18 +257,53 @@ def accepted_params(cls: type[Selector]) -> list[str]:
     return names
 
 
+def param_defaults(cls: type[Selector]) -> dict[str, tuple[Any, str]]:
+    """Each parameter's (default, annotation), following **kwargs up the class hierarchy as accepted_params does."""
+    defaults: dict[str, tuple[Any, str]] = {}
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        params = inspect.signature(vars(klass)["__init__"]).parameters.values()
+        for p in params:
+            if p.default is not p.empty:
+                defaults.setdefault(p.name, (p.default, str(p.annotation)))
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+    return defaults
+
+
+def check_param_types(name: str, cls: type[Selector], params: dict[str, Any]) -> None:
+    """A value whose type cannot stand for its parameter's plain default (a word for a number, a number for a flag)
+    is a one-line error naming the parameter, the type it takes and the value received."""
+    defaults = param_defaults(cls)
+    for param, value in params.items():
+        default, annotation = defaults.get(param, (None, ""))
+        wanted = type(default)
+        if value is None or wanted not in (bool, int, float, str) or any(
+                mark in annotation for mark in ("|", "Union", "Optional", "Any")):
+            continue  # no default, a container, or a parameter that takes more than one type
+        numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+        fits = (isinstance(value, bool) if wanted is bool else numeric if wanted is float else
+                numeric and float(value).is_integer() if wanted is int else isinstance(value, str))
+        if not fits:
+            raise ConfigError(f"method '{name}': parameter {param} takes {wanted.__name__} (default {default!r}), "
+                              f"got {value!r} ({type(value).__name__})")
+
+
 def create(name: str, params: dict[str, Any] | None = None) -> Selector:
     """Instantiate a registered selector, checking parameter names against its __init__."""
     known = available()
     if name not in known:
-        raise ConfigError(f"unknown method '{name}'; known methods: {', '.join(sorted(known))}")
+        raise unknown_name("method", name, sorted(known))
     cls = known[name]
     params = dict(params or {})
     allowed = accepted_params(cls)
     unknown = [p for p in params if p not in allowed]
     if unknown:
         raise ConfigError(f"method '{name}' has no parameter {', '.join(unknown)}; parameters: {', '.join(allowed)}")
+    check_param_types(name, cls, params)
     try:
         return cls(**params)
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"method '{name}': bad parameter value ({exc})") from None
+        given = ", ".join(f"{k}={v!r}" for k, v in params.items())
+        raise ConfigError(f"method '{name}': bad parameter value ({exc}; given {given})") from None

@@ -32,11 +32,14 @@ def closed_port() -> int:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--methods", "knn,telepathy"], "unknown method 'telepathy'; known methods:"),
-    (["--tasks", "gsm8k,mmlu"], "unknown task 'mmlu'; known tasks: gsm8k, aquarat, wmt19"),
-    (["--llm", "gpt-7"], "unknown LLM 'gpt-7'; known aliases: gemma3-270m, llama3.2-3b"),
+    (["--methods", "knn,telepathy"], "unknown method 'telepathy' (known methods:"),
+    (["--tasks", "gsm8k,mmlu"], "unknown task 'mmlu' (known tasks: gsm8k, aquarat, wmt19"),
+    (["--llm", "gpt-7"], "unknown LLM 'gpt-7' (known aliases: gemma3-270m, llama3.2-3b"),
     (["--llm", "gpt-4o-mini", "--backend", "hf"], "LLM 'gpt-4o-mini' is not available on backend 'hf'"),
     (["--param", "mmr.alpha=1", "--methods", "mmr"], "method 'mmr' has no parameter alpha"),
+    (["--param", "mmr.lam=high", "--methods", "mmr"], "method 'mmr': parameter lam takes float (default 0.7), got 'high'"),
+    (["--param", "knn.k=2.5", "--methods", "knn"], "parameter k takes int"),
+    (["--methods", "knnn"], "unknown method 'knnn'; did you mean 'knn'? (known methods:"),
     (["--temperature", "-1"], "--temperature must be >= 0"),
     (["--method-budget", "lucb-static"], "--method-budget wants METHOD=POSITIVE_COUNT, got 'lucb-static'"),
     (["--methods", "knn", "--method-budget", "lucb-static=5"], "--method-budget names lucb-static, which this run"),

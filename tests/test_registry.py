@@ -42,7 +42,7 @@ def test_builtin_registry_and_levels():
 
 def test_create_checks_names_and_parameters():
     assert create("mmr", {"lam": 0.8}).lam == 0.8
-    with pytest.raises(ConfigError, match="unknown method 'knn2'; known methods:"):
+    with pytest.raises(ConfigError, match="unknown method 'knn2'; did you mean 'knn'\\? \\(known methods:"):
         create("knn2")
     with pytest.raises(ConfigError, match="method 'knn' has no parameter depth; parameters: k"):
         create("knn", {"depth": 2})

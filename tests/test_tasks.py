@@ -63,7 +63,7 @@ def test_missing_data_folder(tmp_path):
 
 
 def test_unknown_task():
-    with pytest.raises(ConfigError, match="unknown task 'gsm9k'; known tasks: gsm8k, aquarat, wmt19"):
+    with pytest.raises(ConfigError, match="unknown task 'gsm9k'; did you mean 'gsm8k'\\? \\(known tasks: gsm8k, aquarat, wmt19"):
         make_task("gsm9k")
 
 

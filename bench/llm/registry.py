@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bench.errors import ConfigError
+from bench.errors import ConfigError, unknown_name
 from bench.llm.base import Backend
 
 OLLAMA_BASE = "http://localhost:11434/v1"
@@ -72,8 +72,9 @@ def resolve(spec: LLMSpec) -> tuple[str, str]:
     alias = ALIASES.get(spec.name)
     if alias is None:
         if spec.backend is None:
-            raise ConfigError(f"unknown LLM '{spec.name}'; known aliases: {', '.join(ALIASES)} "
-                              "(or name any model with --backend hf|openai|ollama, a GGUF file with --backend llamacpp)")
+            error = unknown_name("LLM", spec.name, ALIASES, "aliases")
+            raise ConfigError(f"{error}; or name any model with --backend hf|openai|ollama, a GGUF file with "
+                              "--backend llamacpp")
         return spec.backend, spec.name
     backend = spec.backend or alias.default_backend
     if backend not in alias.names:

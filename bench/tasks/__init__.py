@@ -6,7 +6,7 @@ import hashlib
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from bench.errors import ConfigError
+from bench.errors import ConfigError, unknown_name
 from bench.metrics import BertScore
 from bench.registry import registrar
 from bench.tasks.aquarat import AquaRat
@@ -61,7 +61,7 @@ def task_fingerprint(name: str) -> str:
 def make_task(name: str, bertscore: BertScore | None = None) -> Task:
     load_task_entry_points()
     if name not in TASKS:
-        raise ConfigError(f"unknown task '{name}'; known tasks: {', '.join(TASKS)}")
+        raise unknown_name("task", name, TASKS)
     return TASKS[name](bertscore=bertscore)
 
 
