@@ -73,6 +73,8 @@ def run_config(options: RunOptions, command: str = ""):
     from bench.runner import RunConfig
 
     method_params = {m: dict(v) for m, v in options.params.items()}
+    if options.data_dir is not None and not Path(options.data_dir).is_dir():  # even when no task reads data
+        raise ConfigError(f"--data-dir {options.data_dir}: no such folder")
     data_dir = options.data_dir or default_data_dir()
     out = options.out or default_out(options)
     llm = LLMSpec(name=options.llm, backend=options.backend, api_base=options.api_base, api=options.openai_api,

@@ -64,7 +64,9 @@ def render(out: Path, baseline: str | None = None, prices: PriceTable | None = N
            "queries re-ask pulls other queries made; independent per-query runs would pay for them).", "",
            tables.calls_table(runs), "",
            "Tokens of the calls computed in this run (cache hits cost nothing): prompt tokens requested, prompt "
-           "tokens actually prefilled (fewer with shared-prefix batching) and completion tokens"
+           "tokens actually prefilled (run through the model: fewer with a shared prefix; more where a call scores "
+           "options of several tokens, each read after its own copy of the prompt's end, or a prefix is prefilled "
+           "again after it left the cache) and completion tokens"
            + (f"; cost from `{prices.source}` (USD per 1M input/output tokens, input = requested)." if prices
               else "; pass `--prices FILE.yaml` for costs."), "",
            token_table(calls, prices), "", "## Inference time", "",

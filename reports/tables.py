@@ -229,8 +229,10 @@ def secondary_table(runs: list[dict], records: list[ItemRecord], baseline: str |
             rows.append([run["method"], run["task"], metric, f"{100 * np.mean(values[key]):.2f}{interval}", *vs])
     if not rows:
         return None
-    return table(rows, ["Method", "Task", "Metric", "×100 [95% CI]", f"Δ×100 vs {baseline}", "p", "p (Holm)",
-                        "MDD×100 (80% power)"], "github")
+    headers = ["Method", "Task", "Metric", "×100 [95% CI]", f"Δ×100 vs {baseline}", "p", "p (Holm)", "MDD×100 (80% power)"]
+    if not any(cell for row in rows for cell in row[5:]):  # no test ran (no baseline, or corpus-level metrics only)
+        rows, headers = [row[:4] for row in rows], headers[:4]
+    return table(rows, headers, "github")
 
 
 def extra_table(runs: list[dict], fmt: str = "github") -> str | None:

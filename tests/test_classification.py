@@ -233,6 +233,11 @@ def test_tables_show_macro_f1_and_keep_mixed_secondary_metrics_in_their_columns(
     table = secondary_table([wmt, trec], records, baseline=None)
     rows = [[c.strip() for c in line.split("|")[1:-1]] for line in table.splitlines()[2:]]
     assert ["knn", "trec", "macro_f1", "40.00 [30.00, 50.00]"] in [r[:4] for r in rows]
+    assert "p (Holm)" not in table and all(len(r) == 4 for r in rows)  # no test ran: no empty test columns
+    base = [ItemRecord("zero-shot", "wmt19", f"w{i}", [], "", "", "", "", 0.5, 0.0, extra={"chrf": 0.2 + 0.01 * i})
+            for i in range(3)]
+    tested = secondary_table([wmt, {**wmt, "method": "zero-shot"}], records + base, baseline="zero-shot")
+    assert "p (Holm)" in tested and "+" in tested.splitlines()[2]  # a test ran: its difference and p are shown
     extra = extra_table([wmt, trec])
     header, _, *lines = [[c.strip() for c in line.split("|")[1:-1]] for line in extra.splitlines()]
     assert header == ["Method", "Task", "chrf", "macro_f1"]

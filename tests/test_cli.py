@@ -53,8 +53,26 @@ def test_missing_data_folder(tmp_path):
     proc = bench("--methods", "zero-shot", "--tasks", "gsm8k", "--data-dir", str(tmp_path / "nowhere"),
                  "--out", str(tmp_path / "r"), "--backend", "openai", "--llm", "x",
                  "--api-base", f"http://127.0.0.1:{closed_port()}/v1")
-    assert_one_line_error(proc, f"data folder for task 'gsm8k' not found: {tmp_path / 'nowhere'}")
+    assert_one_line_error(proc, f"--data-dir {tmp_path / 'nowhere'}: no such folder")
     assert not (tmp_path / "r").exists()  # validated before anything is written: the corrected rerun is not refused
+    # checked even when no task reads data (rules is synthetic)
+    assert_one_line_error(bench("--tasks", "rules", "--data-dir", str(tmp_path / "dta"), "--dry-run"),
+                          f"--data-dir {tmp_path / 'dta'}: no such folder")
+
+
+def test_a_data_folder_one_level_off_gets_the_right_one_named(tmp_path):
+    from bench.errors import DataError
+    from bench.tasks import make_task
+
+    (tmp_path / "shared" / "data" / "gsm8k").mkdir(parents=True)
+    task = make_task("gsm8k")
+    with pytest.raises(DataError, match=f"did you mean --data-dir {tmp_path / 'shared' / 'data'}\\?"):
+        task.data_folder(tmp_path / "shared")
+    with pytest.raises(DataError, match=f"did you mean --data-dir {tmp_path / 'shared' / 'data'}\\? it holds one"):
+        task.data_folder(tmp_path / "shared" / "data" / "gsm8k")
+    with pytest.raises(DataError, match="not found: [^(]*$"):  # no hint where no folder holds the task's
+        task.data_folder(tmp_path / "shared" / "data" / "gsm8k" / "x")
+    assert task.data_folder(tmp_path / "shared" / "data") == tmp_path / "shared" / "data" / "gsm8k"
 
 
 def test_malformed_row_reports_file_and_line(tmp_path):

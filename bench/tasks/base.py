@@ -168,7 +168,7 @@ class Task(ABC):
             raise DataError("no data folder: pass --data-dir or set BENCH_DATA_DIR")
         folder = Path(data_dir) / self.spec.folder
         if not folder.is_dir():
-            raise DataError(f"data folder for task '{self.name}' not found: {folder}")
+            raise DataError(f"data folder for task '{self.name}' not found: {folder}{data_dir_hint(Path(data_dir), self.spec.folder)}")
         return folder
 
     def read_splits(self, folder: Path) -> tuple[list[Item], list[Item] | None, list[Item]]:
@@ -262,6 +262,16 @@ class Task(ABC):
         """A multiple-choice task's way to rank its options by log-likelihood (its prompts and `option_words`);
         None for a task without options."""
         return None
+
+
+def data_dir_hint(data_dir: Path, task_folder: str) -> str:
+    """'; did you mean ...' where the task's folder sits one level below or above the data folder given."""
+    for guess in [data_dir / "data", *sorted(p for p in data_dir.glob("*") if p.is_dir())] if data_dir.is_dir() else []:
+        if (guess / task_folder).is_dir():
+            return f" (did you mean --data-dir {guess}?)"
+    if data_dir.name == task_folder or (data_dir.parent / task_folder).is_dir():
+        return f" (did you mean --data-dir {data_dir.parent}? it holds one folder per task)"
+    return ""
 
 
 def _subsample(items: list[Item], n: int | None, rng: random.Random) -> list[Item]:
