@@ -274,7 +274,8 @@ def cmd_report(argv: list[str]) -> int:
 def compare_parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m bench compare", formatter_class=HelpFormatter)
     p.add_argument("dir", type=Path, help="run folder (or its results.json)")
-    p.add_argument("--to", type=Path, required=True, help="reference results.json")
+    p.add_argument("--to", type=Path, required=True,
+                   help="reference results.json (with --accept, a file that does not exist yet is created)")
     p.add_argument("--tolerance", type=float, default=0.0, help="allowed score drop (metric units, 0-1)")
     p.add_argument("--calls-tolerance", type=float, default=None,
                    help="allowed relative rise of LLM calls (default: --tolerance)")
@@ -282,6 +283,9 @@ def compare_parser() -> argparse.ArgumentParser:
                    help="compare even when the runs' shared settings (tasks, n-test, seed, LLM, decoding, ...) differ")
     p.add_argument("--accept", action="store_true",
                    help="an intended change: print the comparison, then make this run the new reference")
+    p.add_argument("--accept-hint", default=None, metavar="TEXT",
+                   help="how a failed check says to accept the change (a wrapper script names its own command; "
+                        "default: this comparison with --accept)")
     return p
 
 
@@ -291,18 +295,32 @@ def cmd_compare(argv: list[str]) -> int:
     from bench.compare import compare, differing_settings, format_checks
     from reports.results import load_results
 
-    current, reference = load_results(args.dir), load_results(args.to)
+    import shlex
+    import shutil
+
+    current = load_results(args.dir)
+    source = args.dir / "results.json" if args.dir.is_dir() else args.dir
+    if not args.to.exists():
+        if not args.accept:
+            raise ConfigError(f"--to {args.to}: no reference there yet; make this run the first one with "
+                              f"`python -m bench compare {shlex.quote(str(args.dir))} --to {shlex.quote(str(args.to))} "
+                              "--accept`")
+        args.to.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, args.to)
+        print(f"created the reference {args.to} from {source} ({len(current['runs'])} cells); commit it")
+        return 0
+    reference = load_results(args.to)
     differ = differing_settings(current, reference)
     if differ and not args.allow_different:
         raise ConfigError(f"the runs are not alike: {'; '.join(differ)} (--allow-different compares them anyway)")
     checks = compare(current, reference, args.tolerance,
                      args.tolerance if args.calls_tolerance is None else args.calls_tolerance)
-    print(format_checks(checks))
+    accept = args.accept_hint or (
+        f"python -m bench compare {shlex.quote(str(args.dir))} --to {shlex.quote(str(args.to))} --accept")
+    print(format_checks(checks, accept))
     failed = [c for c in checks if not c.ok]
     if args.accept:
-        import shutil
-
-        shutil.copyfile(args.dir / "results.json" if args.dir.is_dir() else args.dir, args.to)
+        shutil.copyfile(source, args.to)
         print(f"accepted: {args.to} is now this run's results ({len(failed)} difference(s) accepted)")
         return 0
     if failed:

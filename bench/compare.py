@@ -76,7 +76,8 @@ def compare(current: dict, reference: dict, tolerance: float, calls_tolerance: f
     return checks
 
 
-def format_checks(checks: list[Check]) -> str:
+def format_checks(checks: list[Check], accept: str = "python -m bench compare RUN --to REFERENCE --accept") -> str:
+    """The checks as a table; `accept`: the command that makes the run the new reference (the user's own paths)."""
     rows = [[c.method, c.task, c.what, c.reference, "missing" if c.current is None else c.current,
              "ok" if c.ok else ("CHANGED" if c.what in ("fingerprint", "metric") else "REGRESSION")] for c in checks]
     table = tabulate(rows, headers=["method", "task", "check", "reference", "current", "status"], tablefmt="github")
@@ -86,5 +87,5 @@ def format_checks(checks: list[Check]) -> str:
     lines = [table, "", f"{len(changed)} cell(s) select, answer or score differently from the reference:"]
     for c in changed:
         lines += [f"- {c.method} on {c.task}: {detail}" for detail in c.details]
-    lines.append("If the change is intended, accept it: scripts/smoke.sh --update, or compare ... --accept.")
+    lines.append(f"If the change is intended, accept it: {accept}")
     return "\n".join(lines)

@@ -5,6 +5,7 @@
 #     DEARICL ablations: ABLATION_RUNS runs;
 #   - certified methods (lucb, dearicl-pac): MAIN_RUNS runs, at most 20000 pulls each.
 #   bash scripts/bandit_study.sh [OUT_DIR]      (default studies/bandit; MAIN_RUNS=20 ABLATION_RUNS=10)
+source "$(dirname "$0")/_help.sh"  # -h/--help: the comment above, and nothing else
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1  # two processes on two cores: no oversubscription

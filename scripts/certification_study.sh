@@ -9,6 +9,7 @@
 # thread each; a part whose JSON exists is skipped, so a stopped study resumes. Then OUT/tables.md.
 #   bash scripts/certification_study.sh [OUT_DIR]        (default studies/bandit/certification; RUNS=100)
 #   STREAMS="simulated" bash scripts/certification_study.sh     # one stream only (simulated or tables)
+source "$(dirname "$0")/_help.sh"  # -h/--help: the comment above, and nothing else
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 BENCH_DATA_DIR="${BENCH_DATA_DIR:-$PWD/../shared/data}"

@@ -100,8 +100,18 @@ def tables(folder: Path) -> str:
 
 
 def main(argv: list[str]) -> int:
-    folder = Path(argv[0] if argv else "studies/bandit/certification")
-    readme = Path(argv[1] if len(argv) > 1 else "dearicl/README.md")
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("folder", nargs="?", type=Path, default=Path("studies/bandit/certification"),
+                   help="the study's JSONs (default: %(default)s)")
+    p.add_argument("readme", nargs="?", type=Path, default=Path("dearicl/README.md"),
+                   help="the page whose certification-study markers get the tables (default: %(default)s)")
+    args = p.parse_args(argv)
+    folder, readme = args.folder, args.readme
+    if not folder.is_dir():
+        print(f"certification_tables.py: {folder}: no such folder", file=sys.stderr)
+        return 2
     start, end = "<!-- certification-study:start -->", "<!-- certification-study:end -->"
     text = readme.read_text()
     head, rest = text.split(start, 1)

@@ -14,6 +14,7 @@
 # RESUME=DIR (carried there) resumes each plan from DIR/T.cache.sqlite.gz, the cache an earlier session returned.
 #   python -m bench table build studies/tables/T-gemma3-270m.npz --task T ... \
 #       --cache runs/tables/T.cache.sqlite --answers-from OUTDIR/T.recorded.json
+source "$(dirname "$0")/_help.sh"  # -h/--help: the comment above, and nothing else
 set -uo pipefail
 [[ $# -ge 4 ]] || { echo "usage: $0 GGUF OUTDIR SECONDS PLAN.json [PLAN.json ...]" >&2; exit 2; }
 GGUF=$1 OUTDIR=$2 SECONDS_ALLOWED=$3

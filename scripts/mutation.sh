@@ -25,6 +25,7 @@
 # diff) go to studies/mutation/<module>.md and a summary row to studies/mutation/README.md. A surviving mutant is
 # a change of the code that no test notices: read it, and either add a test that fails on it or say why it is
 # equivalent (changes nothing observable). Too slow for CI (minutes per module on 2 cores).
+source "$(dirname "$0")/_help.sh"  # -h/--help: the comment above, and nothing else
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PY="$ROOT/.venv/bin/python"

@@ -8,6 +8,7 @@
 #   bash scripts/reproduce_numbers.sh           # check the README blocks (exit 1 if stale), rewrite 2 and 3
 #   bash scripts/reproduce_numbers.sh --write   # rewrite the README blocks too
 #   CORES=1 bash scripts/reproduce_numbers.sh   # also rerun the bandit cores on every table (~7 min a table)
+source "$(dirname "$0")/_help.sh"  # -h/--help: the comment above, and nothing else
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"

@@ -6,6 +6,7 @@
 # (scripts/table_study.sh's `cores` step into a scratch folder). Reports the wall time against the goal (a measurement, never an assertion) and checks
 # that each table's stop rounds and pulls, run by run, equal the committed rq1-cores.json's.
 #   bash scripts/rq1_benchmark.sh [OUT]          (default runs/rq1-benchmark; STREAMS=2)
+source "$(dirname "$0")/_help.sh"  # -h/--help: the comment above, and nothing else
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-runs/rq1-benchmark}

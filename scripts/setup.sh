@@ -5,6 +5,7 @@
 #   bash scripts/setup.sh --with-llamacpp   also llama-cpp-python (--backend llamacpp, the P7 engine comparison,
 #                                           the llama.cpp server tests); it may compile from source (~15 min)
 # Idempotent: a second run with the same files and options is quick.
+source "$(dirname "$0")/_help.sh"  # -h/--help: the comment above, and nothing else
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}

@@ -15,6 +15,7 @@
 #   STUDY_UNTIL=TIME (anything `date -d` reads, e.g. 03:35 or 2026-11-25T03:35Z): a session's end. The run under
 #   way then is interrupted (SIGINT: what it finished stays resumable), `publish` still runs, and a run is not
 #   started when its one long fit would not end in time (minutes_needed below): the fit under way at the end is lost.
+source "$(dirname "$0")/_help.sh"  # -h/--help: the comment above, and nothing else
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1

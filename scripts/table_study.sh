@@ -4,6 +4,7 @@
 # rewards of a real LLM, exact truth; no LLM call. Timings go to OUT/times.log.
 #
 #   bash scripts/table_study.sh studies/tables/rules-gemma3-270m.npz studies/tables/rules-gemma3-270m
+source "$(dirname "$0")/_help.sh"  # -h/--help: the comment above, and nothing else
 set -euo pipefail
 TABLE="$1"; OUT="$2"; RUNS="${RUNS:-50}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"

@@ -246,8 +246,25 @@ def test_compare_cli_exit_codes(tmp_path, capsys):
     data["runs"][1]["score"] = 1.2
     ref.write_text(json.dumps(data))
     assert main(["compare", str(tmp_path / "run"), "--to", str(ref), "--tolerance", "0.1"]) == 1
-    assert main(["compare", str(tmp_path / "run"), "--to", str(tmp_path / "missing.json")]) == 2
-    assert "error: no results file at" in capsys.readouterr().err
+    missing = tmp_path / "refs" / "mine.json"
+    assert main(["compare", str(tmp_path / "run"), "--to", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert f"--to {missing}: no reference there yet" in err and f"--to {missing} --accept" in err
+    # a first reference: --accept creates it (and its folder); the next comparison passes against it
+    assert main(["compare", str(tmp_path / "run"), "--to", str(missing), "--accept"]) == 0
+    assert "created the reference" in capsys.readouterr().out
+    assert json.loads(missing.read_text()) == json.loads((tmp_path / "run" / "results.json").read_text())
+    assert main(["compare", str(tmp_path / "run"), "--to", str(missing)]) == 0
+    # a failed check names the user's own files in its way out, or the wrapper's command
+    data = json.loads(missing.read_text())
+    data["runs"][1]["fingerprint"] = {"demos": "0" * 16, "outputs": "0" * 16}
+    missing.write_text(json.dumps(data))
+    assert main(["compare", str(tmp_path / "run"), "--to", str(missing)]) == 1
+    out = capsys.readouterr().out
+    assert f"accept it: python -m bench compare {tmp_path / 'run'} --to {missing} --accept" in out
+    assert "smoke.sh" not in out
+    main(["compare", str(tmp_path / "run"), "--to", str(missing), "--accept-hint", "bash mine.sh --update"])
+    assert "accept it: bash mine.sh --update" in capsys.readouterr().out
 
 
 def test_simulated_study_tables_merge_runs_of_a_family(tmp_path):
