@@ -102,6 +102,7 @@ def run_config(options: RunOptions, command: str = ""):
         method_params=method_params, bertscore=BertScoreConfig(options.bertscore_model, options.bertscore_layers,
                                                                rescale=options.bertscore_rescale),
         encoder=options.encoder, cache_path=options.cache, plugins=options.plugin, progress=not options.no_progress,
+        threads=options.threads,
         ltr_data=tuple(options.ltr_data), selection_llm=selection_llm, selection_generation=selection_generation,
         selections=options.selections, reuse_selections=not options.no_selection_reuse, prices=options.prices,
         replay_from=run_folders(options.replay_from),

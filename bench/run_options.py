@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import ConfigError
+from bench.threads import parse_threads
 from bench.tasks.base import CALIBRATIONS, REWARDS, SCORINGS
 
 ALL_TASKS = "gsm8k,aquarat,wmt19"
@@ -154,6 +155,11 @@ class RunOptions:
         32768, "llamacpp backend: key/value cells shared by a pull's rows (--prefix-batch-size in parallel)",
         parse=positive)
     gguf_file: str | None = option(None, "GGUF file name inside the --llm folder (hf backend)")
+    threads: str = option(
+        "auto", "CPU threads of torch (model, encoder, training): auto = OMP_NUM_THREADS if set, else every core, "
+                "with OpenMP's passive wait so that a run beside another busy process keeps its pace; N pins N "
+                "(recorded in results.json)",
+        parse=parse_threads, metavar="auto|N")
     batch_size: int = option(4, "prompts per LLM batch", parse=positive)
     prefix_batch_size: int = option(
         32, "items of one arm pull decoded together after their shared prefix (hf/embedded)", parse=positive)

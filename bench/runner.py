@@ -33,6 +33,7 @@ from bench.selections import ReplaySelector, SelectionStore, published_selection
 from reports.costs import PriceTable
 from bench.tasks import Task, load_task_file, make_task, task_fingerprint
 from bench.tasks.base import ANSWERING_DEFAULTS
+from bench.threads import apply as apply_threads, choose as choose_threads
 from bench.reasoning import THINK_CLOSE, THINK_OPEN
 from methods.ltr_base import DEARICL_DATA, LTR_DATA
 from methods.base import FitContext, accepted_params, available, code_version, create, load_plugin
@@ -69,6 +70,7 @@ class RunConfig:
     cache_path: Path | None = None
     plugins: list[str] = field(default_factory=list)
     progress: bool = True
+    threads: str = "auto"  # --threads: bench/threads.py
     ltr_data: tuple[str, ...] = ("own",)  # training data of the LTR selectors: own pulls and/or DEARICL's log
     selection_llm: LLMSpec | None = None  # the LLM behind the reward oracle (None: the same as `llm`)
     selection_generation: GenerationParams | None = None  # its decoding settings (None: `generation`)
@@ -353,6 +355,8 @@ class Runner:
 
     def _run(self) -> dict:
         began = time.perf_counter()
+        self.threads = choose_threads(self.cfg.threads)  # before the encoder and the model load
+        apply_threads(self.threads)
         if self.dist.is_main:  # before the call log opens calls.jsonl; the other ranks read records after a barrier
             self._supersede()
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -401,7 +405,8 @@ class Runner:
         from reports.results import build_results, write_results
         from reports.render import write_report
 
-        meta = {"command": self.cfg.command, "options": self.cfg.options, **environment(), "started": started,
+        meta = {"command": self.cfg.command, "options": self.cfg.options, **environment(),
+                "threads": self.threads.as_dict(), "started": started,
                 "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")}
         results = build_results(self.out, bertscore=self.bertscore, encoder=self.encoder.name,
                                 llm=self.client.backend.describe(),

@@ -409,3 +409,39 @@ def test_the_cli_the_config_file_and_evaluate_build_one_configuration(tmp_path, 
         RunOptions.from_args(run_parser().parse_args(["--method-budget", "knn"]))
     with pytest.raises(ConfigError, match=r"^bench.evaluate: --param wants METHOD.NAME=VALUE"):
         method_params_of(["lam=0.5"], "bench.evaluate")
+
+
+def test_threads_are_applied_before_the_models_recorded_and_a_shared_machine_is_named_once(tmp_path, data_dir,
+                                                                                         fake_backend, monkeypatch,
+                                                                                         capsys):
+    import torch
+
+    import bench.threads as threads_mod
+
+    before = torch.get_num_threads()
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(threads_mod.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    monkeypatch.setattr(threads_mod, "cores", lambda: 3)
+    configure(0)
+    try:
+        results = Runner(make_config(tmp_path / "a", data_dir, methods=["zero-shot"], tasks=["gsm8k"], n_test=2,
+                                     threads="1")).run()
+        assert torch.get_num_threads() == 1
+        assert results["meta"]["threads"] == {"threads": 1, "cores": 3, "load_average": 0.1, "how": "given",
+                                              "wait_policy": results["meta"]["threads"]["wait_policy"], "shared": False}
+        assert "cores are shared" not in capsys.readouterr().err
+        # auto: every core, unless the caller pinned OMP_NUM_THREADS; a busy machine is named, with the way out
+        monkeypatch.setattr(threads_mod.os, "getloadavg", lambda: (1.7, 1.0, 1.0))
+        results = Runner(make_config(tmp_path / "b", data_dir, methods=["zero-shot"], tasks=["gsm8k"],
+                                     n_test=2)).run()
+        assert torch.get_num_threads() == 3 and results["meta"]["threads"]["how"] == "auto"
+        err = capsys.readouterr().err
+        assert err.count("the cores are shared (load average 1.70 on 3 cores") == 1 and "--threads 1" in err
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")
+        results = Runner(make_config(tmp_path / "c", data_dir, methods=["zero-shot"], tasks=["gsm8k"],
+                                     n_test=2)).run()
+        assert torch.get_num_threads() == 2 and results["meta"]["threads"]["how"] == "OMP_NUM_THREADS"
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(ConfigError, match="--threads takes auto or a positive count, got '0'"):
+        threads_mod.parse_threads("0")
