@@ -7,7 +7,7 @@ from pathlib import Path
 from bench.errors import ConfigError
 
 
-def evaluate(methods, tasks=None, llm="gemma3-270m", **options) -> dict:
+def evaluate(methods, tasks=None, llm="gemma3-270m", progress: bool = True, **options) -> dict:
     """Run selectors on tasks and return the results.json dict.
 
     methods: names (see `python -m bench list`) and/or Selector instances (copied per task, always fitted).
@@ -15,10 +15,13 @@ def evaluate(methods, tasks=None, llm="gemma3-270m", **options) -> dict:
     llm: an alias (`gemma3-270m`), a model id (Hugging Face, run with the hf backend unless `backend=` says
     otherwise) or a backend object (bench.llm.base.Backend).
     options: the run command's long options in snake_case (n_test, k, max_new_tokens, data_dir, out, param,
-    temperature, llm_budget, ...). Without `out` the run happens in a temporary folder that is removed after.
+    temperature, llm_budget, threads, ...). Without `out` the run happens in a temporary folder that is removed after.
+    progress: True (default) shows each phase's progress: a bar in a notebook or on a terminal, else a log line
+    every 10 s; where the caller configured no logging, the phase lines go to stderr for the run's duration.
     """
     from bench.cli import run_config
     from bench.distributed import init
+    from bench.log import console_log
     from bench.llm.registry import ALIASES
     from bench.run_options import RunOptions
     from bench.runner import Runner
@@ -49,7 +52,8 @@ def evaluate(methods, tasks=None, llm="gemma3-270m", **options) -> dict:
     command = f"bench.evaluate(methods={names!r}, llm={llm!r}{', ' + shown if shown else ''})"
     # the run's typed options, converted and checked as a config file's are: no command line in between
     run_options = RunOptions.from_mapping(options, "bench.evaluate")
-    with tempfile.TemporaryDirectory(prefix="bench-evaluate-") as scratch:
+    run_options.no_progress = run_options.no_progress or not progress
+    with tempfile.TemporaryDirectory(prefix="bench-evaluate-") as scratch, console_log(not run_options.no_progress):
         if run_options.out is None:
             run_options.out = Path(scratch) / "run"
         config = run_config(run_options, command=command)

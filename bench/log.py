@@ -33,6 +33,28 @@ def configure(verbosity: int = 0) -> None:
 
 
 @contextmanager
+def console_log(wanted: bool = True):
+    """The phase lines on stderr meanwhile, when `wanted` and the caller configured no logging of its own (a script
+    or a notebook calling bench.evaluate would otherwise see nothing for as long as the run takes)."""
+    ours = wanted and not LOG.handlers and not logging.getLogger().handlers
+    if ours:
+        configure(0)
+    try:
+        yield
+    finally:
+        if ours:
+            for handler in [h for h in LOG.handlers if getattr(h, "bench_console", False)]:
+                LOG.removeHandler(handler)
+            LOG.propagate = True
+
+
+def in_notebook() -> bool:
+    """Whether this runs in a Jupyter kernel (stderr is no terminal there, but tqdm draws a bar)."""
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+
+
+@contextmanager
 def run_log(folder: Path):
     """Append everything logged meanwhile to FOLDER/run.log."""
     handler = logging.FileHandler(Path(folder) / RUN_LOG, encoding="utf-8")
@@ -52,7 +74,8 @@ def run_log(folder: Path):
 class Progress:
     """Live progress of one phase. On a terminal, a tqdm bar (count, rate, ETA) redrawn every second, so that a
     long LLM batch shows its elapsed time too; elsewhere (CI, nohup, a pipe, a notebook's bench.evaluate), an INFO
-    line every `every` seconds with the count, elapsed time and ETA, whether or not the count moved."""
+    line every `every` seconds with the count, elapsed time and ETA, whether or not the count moved. In a Jupyter
+    notebook, tqdm's notebook bar."""
 
     def __init__(self, total: int | None, desc: str, enabled: bool = True, every: float = 10.0, unit: str = "it",
                  leave: bool = False):
@@ -63,7 +86,7 @@ class Progress:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._beat = None
-        if enabled and sys.stderr.isatty():
+        if enabled and (sys.stderr.isatty() or in_notebook()):
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=total, desc=desc, unit=unit, leave=leave, dynamic_ncols=True)

@@ -445,3 +445,28 @@ def test_threads_are_applied_before_the_models_recorded_and_a_shared_machine_is_
         torch.set_num_threads(before)
     with pytest.raises(ConfigError, match="--threads takes auto or a positive count, got '0'"):
         threads_mod.parse_threads("0")
+
+
+def test_evaluate_shows_progress_where_nobody_configured_logging_and_progress_false_is_silent(tmp_path, data_dir,
+                                                                                         capsys):
+    import logging
+
+    import bench
+    from bench.log import LOG
+
+    saved = LOG.handlers[:], logging.getLogger().handlers[:], LOG.propagate
+    LOG.handlers[:] = []
+    logging.getLogger().handlers[:] = []
+    try:
+        bench.evaluate(["zero-shot"], "gsm8k", llm=FakeBackend(), n_test=2, n_val=4, pool_size=30, data_dir=data_dir)
+        err = capsys.readouterr().err
+        assert "[bench] inference zero-shot on gsm8k: 2 items" in err and "[bench] LLM" in err
+        assert LOG.handlers == [] and LOG.propagate  # the caller's logging is left as it was
+        bench.evaluate(["zero-shot"], "gsm8k", llm=FakeBackend(), n_test=2, n_val=4, pool_size=30, data_dir=data_dir,
+                       progress=False)
+        assert "[bench]" not in capsys.readouterr().err
+        logging.basicConfig(level=logging.WARNING)  # the caller's own logging: theirs decides
+        bench.evaluate(["zero-shot"], "gsm8k", llm=FakeBackend(), n_test=2, n_val=4, pool_size=30, data_dir=data_dir)
+        assert "[bench]" not in capsys.readouterr().err and LOG.handlers == []
+    finally:
+        LOG.handlers[:], logging.getLogger().handlers[:], LOG.propagate = saved
