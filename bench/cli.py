@@ -135,15 +135,19 @@ def cmd_run(argv: list[str]) -> int:
     if bare:  # a bare run is a question, not an hour of work: show the demo's plan
         config.methods = list(DEMO_METHODS)
     if args.dry_run or bare:
-        from bench.plan import DEFAULT_DECODE_TPS, DEFAULT_PREFILL_TPS, plan, render_plan, token_counter
+        from bench.plan import plan, rates_for, render_plan, token_counter
 
-        decode = args.tokens_per_second or DEFAULT_DECODE_TPS
-        prefill = args.prefill_tokens_per_second or DEFAULT_PREFILL_TPS
-        if decode <= 0 or prefill <= 0:
+        if any(rate is not None and rate <= 0 for rate in (args.tokens_per_second, args.prefill_tokens_per_second)):
             raise ConfigError("--tokens-per-second and --prefill-tokens-per-second must be > 0")
-        # the same checks as the run itself (names, data, k <= pool, --out), then the plan
+        from bench.llm.registry import check_llm_at_hand
+
+        for spec in {config.llm.name: config.llm, config.oracle_llm.name: config.oracle_llm}.values():
+            check_llm_at_hand(spec)  # the weights, as the run's first step checks them
+        rates = rates_for(config.llm, args.prefill_tokens_per_second, args.tokens_per_second)
+        # the same checks as the run itself (names, weights, data, k <= pool, --out), then the plan
         count, counted = token_counter(config.llm)
-        print(render_plan(plan(Runner(config), count), config.llm.name, prefill, decode, counted))
+        print(render_plan(plan(Runner(config), count), config.llm.name, *(rates[:2] if rates else (None, None)),
+                          counted))
         if bare:
             print(f"\nNothing was run: pass --methods (e.g. --methods {','.join(DEMO_METHODS)}, or all) to run "
                   "this plan.")

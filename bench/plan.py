@@ -18,6 +18,22 @@ from tabulate import tabulate
 # measured on the embedded model (Gemma 3 270M, 2 CPU cores, `bench perf` P3): batched decode, suffix prefill
 DEFAULT_DECODE_TPS = 85.0
 DEFAULT_PREFILL_TPS = 180.0
+# the (model, backend) pairs whose speed was measured here: any other model's time is unknown, not scaled from these
+MEASURED_RATES = {("gemma3-270m", "embedded"): (DEFAULT_PREFILL_TPS, DEFAULT_DECODE_TPS)}
+
+
+def rates_for(spec, prefill: float | None, decode: float | None) -> tuple[float, float, str] | None:
+    """(prefill, decode tokens/s, where they come from): the user's, else a measurement of this model and backend,
+    else None (the time is unknown: a 270M model's speed says nothing of a 3B model's)."""
+    from bench.llm.registry import resolve
+
+    if prefill and decode:
+        return prefill, decode, "given"
+    backend, _model = resolve(spec)
+    measured = MEASURED_RATES.get((spec.name, backend))
+    if measured is None:
+        return None
+    return prefill or measured[0], decode or measured[1], f"measured: {spec.name} on 2 CPU cores"
 CHARS_PER_TOKEN = 4.0
 
 
@@ -125,8 +141,16 @@ def _span(low: float | None, high: float | None) -> str:
     return _duration(high) if _duration(low) == _duration(high) else f"{_duration(low)}–{_duration(high)}"
 
 
-def render_plan(rows: list[PlanRow], llm: str, prefill_tps: float, decode_tps: float,
+def render_plan(rows: list[PlanRow], llm: str, prefill_tps: float | None, decode_tps: float | None,
                 counted: str = "characters / 4 (no tokenizer at hand)") -> str:
+    """The plan's table and totals; with no rates (a model whose speed was never measured here), time is unknown."""
+    known = prefill_tps is not None and decode_tps is not None
+
+    def time(r: PlanRow) -> str:
+        if not known:
+            return "unknown"
+        return _span(r.seconds(prefill_tps, decode_tps, r.completion_low), r.seconds(prefill_tps, decode_tps))
+
     body = []
     for r in rows:
         calls = r.calls_high
@@ -134,19 +158,25 @@ def render_plan(rows: list[PlanRow], llm: str, prefill_tps: float, decode_tps: f
         body.append([r.method, r.task, _count(r.selection_calls, r.selection_exact), f"{r.inference_calls:,}",
                      "unbounded" if calls is None else f"{bound}{calls * r.prompt_tokens:,}",
                      "unbounded" if calls is None else f"{calls * r.completion_low:,}–{calls * r.completion_high:,}",
-                     _span(r.seconds(prefill_tps, decode_tps, r.completion_low), r.seconds(prefill_tps, decode_tps))])
+                     time(r)])
     bounded = [r for r in rows if r.calls_high is not None]
-    low = sum(r.seconds(prefill_tps, decode_tps, r.completion_low) for r in bounded)
-    total = sum(r.seconds(prefill_tps, decode_tps) for r in bounded)
     unbounded = sorted({r.method for r in rows if r.calls_high is None})
+    if known:
+        low = sum(r.seconds(prefill_tps, decode_tps, r.completion_low) for r in bounded)
+        total_time = _span(low, sum(r.seconds(prefill_tps, decode_tps) for r in bounded))
+        speed = (f"Time at {prefill_tps:g} prefill and {decode_tps:g} decode tokens/s (the defaults are Gemma 3 270M "
+                 "on 2 CPU cores: pass --tokens-per-second and --prefill-tokens-per-second for your model and "
+                 "hardware), from completions as long as the gold solutions to --max-new-tokens.")
+    else:
+        total_time = "time unknown"
+        speed = (f"Time: unknown, no speed of {llm} was measured here (the embedded 270M model's does not carry "
+                 "over to another model): pass --tokens-per-second and --prefill-tokens-per-second, or measure them "
+                 f"with `python -m bench perf --llm {llm}`.")
     lines = [f"Plan for {llm} (dry run: nothing loaded, nothing written). Estimates of a first run, cache hits "
-             f"ignored. Time at {prefill_tps:g} prefill and {decode_tps:g} decode tokens/s (the defaults are "
-             "Gemma 3 270M on 2 CPU cores: pass --tokens-per-second and --prefill-tokens-per-second for your "
-             "model and hardware), from completions as long as the gold solutions to --max-new-tokens. "
-             f"Tokens: {counted}.", "",
+             f"ignored. {speed} Tokens: {counted}.", "",
              tabulate(body, headers=["method", "task", "selection calls", "inference calls", "prompt tokens",
                                      "completion tokens", "time"], tablefmt="github", disable_numparse=True), "",
-             f"total (bounded rows): {sum(r.calls_high for r in bounded):,} LLM calls, {_span(low, total)}"]
+             f"total (bounded rows): {sum(r.calls_high for r in bounded):,} LLM calls, {total_time}"]
     if unbounded:
         lines.append(f"unbounded: {', '.join(unbounded)} stop by their own rule; pass --llm-budget N to bound them")
     return "\n".join(lines)

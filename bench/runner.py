@@ -338,7 +338,16 @@ class Runner:
         client = getattr(self, "client", None)
         if client is not None and client.cache is not None:
             return len(client.cache) > 0
-        return (self.out / "cache.sqlite").exists() and (self.out / "cache.sqlite").stat().st_size > 0
+        path = self.out / "cache.sqlite"
+        if not path.exists():
+            return False
+        import sqlite3
+
+        try:  # the file and its table exist as soon as the cache opens; an answer is a row
+            with sqlite3.connect(str(path)) as conn:
+                return conn.execute("SELECT 1 FROM calls LIMIT 1").fetchone() is not None
+        except sqlite3.Error:
+            return True  # unreadable: keep it
 
     def _supersede(self) -> None:
         """Cells whose settings changed: redone when run now (old rows set aside), else kept and named."""

@@ -184,3 +184,63 @@ def test_smollm2_alias_is_embedded_and_a_missing_package_is_one_clear_error(monk
         EmbeddedModel("smollm2-135m")
     with pytest.raises(LLMError, match="no embedded model 'tiny'"):
         EmbeddedModel("tiny")
+
+
+def test_the_paper_command_offline_is_one_line_with_the_ways_out(tmp_path):
+    proc = bench("--methods", "all", "--llm", "llama3.2-3b", "--out", str(tmp_path / "r"),
+                 env={"HF_HOME": str(tmp_path / "hf")})  # an empty cache
+    assert_one_line_error(proc, "LLM 'llama3.2-3b' (meta-llama/Llama-3.2-3B-Instruct) is not in the Hugging Face "
+                                "cache and HF_HUB_OFFLINE is set. Ways out:")
+    for way in ("huggingface-cli login", "--backend openai --api-base", "--backend ollama", "--llm DIR --backend hf",
+                "--llm smollm2-135m"):
+        assert way in proc.stderr
+    assert not (tmp_path / "r").exists()
+    # --dry-run runs the same check
+    assert_one_line_error(bench("--methods", "zero-shot", "--tasks", "rules", "--llm", "llama3.2-3b", "--dry-run",
+                                env={"HF_HOME": str(tmp_path / "hf")}), "is not in the Hugging Face cache")
+
+
+def test_the_hub_check_connects_once_and_names_an_unreachable_hub(monkeypatch, tmp_path):
+    import bench.llm.weights as weights
+    from bench.errors import ConfigError
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with socket.socket() as server:  # a local server stands in for the hub
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        monkeypatch.setattr(weights, "HUB", server.getsockname())
+        weights.check_weights("x", "org/model")  # reachable: the load fetches it
+    monkeypatch.setattr(weights, "HUB", ("127.0.0.1", closed_port()))
+    with pytest.raises(ConfigError, match="org/model\\) is not in the Hugging Face cache and huggingface.co cannot "
+                                          "be reached \\(ConnectionRefusedError\\)"):
+        weights.check_weights("x", "org/model")
+    folder = tmp_path / "local"
+    folder.mkdir()
+    weights.check_weights("x", str(folder))  # a folder is at hand
+    with pytest.raises(ConfigError, match="no model folder at /nowhere/model"):
+        weights.check_weights("x", "/nowhere/model")
+
+
+def test_a_model_never_measured_gets_no_projected_time_and_a_large_one_on_a_cpu_a_warning(tmp_path, caplog):
+    import torch
+    from safetensors.torch import save_file
+
+    import bench.llm.weights as weights
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    save_file({"w": torch.zeros(10, 20), "b": torch.zeros(7)}, str(folder / "model.safetensors"))
+    proc = bench("--methods", "zero-shot", "--tasks", "rules", "--llm", str(folder), "--backend", "hf", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert "Time: unknown, no speed of" in proc.stdout and "time unknown" in proc.stdout
+    assert "| unknown |" in proc.stdout.replace("  ", " ").replace("  ", " ")
+    measured = bench("--methods", "zero-shot", "--tasks", "rules", "--dry-run")
+    assert "Time at 180 prefill and 85 decode" in measured.stdout and "time unknown" not in measured.stdout
+    assert weights.parameter_count(folder) == 207
+    with caplog.at_level("WARNING", logger="bench"):
+        weights.warn_large_on_cpu("m", folder, on_cpu=True, limit=100)
+        weights.warn_large_on_cpu("m", folder, on_cpu=False, limit=100)  # a GPU: no warning
+        weights.warn_large_on_cpu("m", folder, on_cpu=True)  # 207 parameters: small
+    assert [r.getMessage()[:40] for r in caplog.records] == ["loading m (0.0B parameters) on a CPU wit"]

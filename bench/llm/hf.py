@@ -163,6 +163,10 @@ class HFBackend(Backend):
             torch.set_num_threads(self.threads)
         state = PartialState(cpu=not torch.cuda.is_available())
         device = state.device
+        if not self.gguf_file:
+            from bench.llm.weights import cached_snapshot, warn_large_on_cpu
+
+            warn_large_on_cpu(self.model_id, cached_snapshot(self.source), device.type == "cpu")
         dtype = {"auto": torch.float32 if device.type == "cpu" else torch.bfloat16,
                  "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[self.dtype]
         kwargs = {"revision": self.revision} if self.revision else {}

@@ -137,6 +137,15 @@ def chat_wrap(backend: Backend, mode: str) -> tuple[str, str]:
     return wrap
 
 
+def check_llm_at_hand(spec: LLMSpec) -> None:
+    """What make_backend checks before it builds anything (`--dry-run` builds nothing)."""
+    backend, model = resolve(spec)
+    if backend == "hf" and not spec.gguf_file:
+        from bench.llm.weights import check_weights
+
+        check_weights(spec.name, model)
+
+
 def make_backend(spec: LLMSpec) -> Backend:
     backend, model = resolve(spec)
     if backend == "embedded":
@@ -151,6 +160,8 @@ def make_backend(spec: LLMSpec) -> Backend:
                                n_ctx=spec.llamacpp_ctx, timeout_s=spec.timeout_s)
     if backend == "hf":
         from bench.llm.hf import HFBackend
+
+        check_llm_at_hand(spec)  # weights at hand or reachable: one line with the ways out, before anything loads
 
         return HFBackend(model, gguf_file=spec.gguf_file, batch_size=spec.batch_size,
                          prefix_batch_size=spec.prefix_batch_size, kv_cache_gib=spec.kv_cache_gib)
