@@ -39,7 +39,11 @@ class Encoder:
         self.batch_size = batch_size
         self._model = None
         self._memo: dict[str, np.ndarray] = {}
+        self._cost: dict[str, float] = {}  # seconds each memoised text took to embed (its share of its chunk)
         self.seconds = 0.0  # wall time spent embedding (a fit's runtime splits into embedding, LLM and the rest)
+        self._account: set[str] | None = None  # texts charged to the current account (see `account`)
+        self.charged_seconds = 0.0  # the account's embedding time as if it had embedded its texts itself
+        self.reused_seconds = 0.0  # of which another account embedded first (served from the memo)
 
     @property
     def name(self) -> str:
@@ -62,6 +66,20 @@ class Encoder:
 
         return copy.deepcopy(self._load())
 
+    def account(self) -> None:
+        """Start charging one method's fit: each distinct text it embeds costs what embedding it took, whether it
+        embeds it now or an earlier method did (knn and mmr share the pool's embeddings; each is charged them)."""
+        self._account, self.charged_seconds, self.reused_seconds = set(), 0.0, 0.0
+
+    def _charge(self, texts: Sequence[str], computed: set[str]) -> None:
+        if self._account is None:
+            return
+        for text in set(texts) - self._account:
+            self._account.add(text)
+            self.charged_seconds += self._cost.get(text, 0.0)
+            if text not in computed:
+                self.reused_seconds += self._cost.get(text, 0.0)
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         missing = sorted({t for t in texts if t not in self._memo})
         if missing:
@@ -73,13 +91,17 @@ class Encoder:
                 step = ENCODE_CHUNK if len(missing) >= 2 * ENCODE_CHUNK else len(missing)  # short: one call
                 for start in range(0, len(missing), step):
                     chunk = missing[start:start + step]
+                    chunk_began = time.perf_counter()
                     vectors = self._load().encode(chunk, batch_size=self.batch_size, normalize_embeddings=True,
                                                   convert_to_numpy=True, show_progress_bar=False)
                     self._memo.update(zip(chunk, vectors.astype(np.float32)))
+                    share = (time.perf_counter() - chunk_began) / len(chunk)
+                    self._cost.update((text, share) for text in chunk)
                     bar.update(len(chunk))
             finally:
                 bar.close()
                 self.seconds += time.perf_counter() - began
+        self._charge(texts, set(missing))
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([self._memo[t] for t in texts])

@@ -50,6 +50,7 @@ class FitSummary:
     error: str = ""  # the fit failed (FitFailed): the row has no score
     llm_seconds: float = 0.0  # of selection_seconds: inside the LLM (pulls, log-likelihoods)
     embedding_seconds: float = 0.0  # of selection_seconds: embedding texts (the pool, queries)
+    embedding_reused_seconds: float = 0.0  # of embedding_seconds: texts an earlier method embedded, charged at their cost
     scale: dict = field(default_factory=dict)  # the size the fit ran at (Selector.scale): pulls, steps, beam...
 
 

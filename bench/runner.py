@@ -492,6 +492,7 @@ class Runner:
                        unit="selection calls")
         oracle.on_calls = bar.set
         began, embedded = time.perf_counter(), self.encoder.seconds
+        self.encoder.account()  # the fit's own embedding time, whatever an earlier method left in the memo
         error = ""
         try:
             selector.fit(ctx)
@@ -502,7 +503,10 @@ class Runner:
             error = str(exc)
         finally:
             bar.close()
-        seconds = time.perf_counter() - began
+        # as if it ran alone: the embeddings another method computed first are charged at what they took (the first
+        # load of the encoder model stays with the method that loaded it)
+        reused = self.encoder.reused_seconds
+        seconds = time.perf_counter() - began + reused
         warnings = selector.fit_warnings
         if oracle.budget_exhausted:
             warnings.insert(0, f"stopped at {cap} after {oracle.calls} selection "
@@ -518,7 +522,8 @@ class Runner:
                           budget=budget, budget_exhausted=oracle.budget_exhausted,
                           trace=selector.trace(), warnings=warnings, error=error,
                           llm_seconds=round(oracle.llm_seconds, 3),
-                          embedding_seconds=round(self.encoder.seconds - embedded, 3), scale=selector.scale())
+                          embedding_seconds=round(self.encoder.seconds - embedded + reused, 3),
+                          embedding_reused_seconds=round(reused, 3), scale=selector.scale())
 
     def _infer(self, task: Task, selector, items: list[Item], test_ids: set[str],
                records_path: Path) -> dict[str, list[Item]]:

@@ -33,12 +33,13 @@ def selection_runtime_chart(runs: list[dict], path: Path) -> Path:
     fig, axes = plt.subplots(1, len(tasks), figsize=(3.8 * len(tasks) + 1.8, 0.28 * len(methods) + 1.6),
                              sharey=True, squeeze=False)
     y = np.arange(len(methods))
+    shown = {key for key, _, _ in PARTS if any(_part(run, key) > 0 for run in cell.values())}  # no empty legend entry
     for ax, task in zip(axes[0], tasks):
         totals = []
         left = np.zeros(len(methods))
         for key, label, colour in PARTS:
             widths = np.array([_part(cell.get((m, task)), key) for m in methods])
-            ax.barh(y, widths, left=left, color=colour, label=label, height=0.7)
+            ax.barh(y, widths, left=left, color=colour, label=label if key in shown else None, height=0.7)
             left += widths
         totals = left
         top = max(totals.max(), 1e-9)
@@ -129,6 +130,23 @@ def accuracy_vs_calls(runs: list[dict], path: Path) -> Path:
         rows = [r for r in runs if r["task"] == task and r.get("score") is not None]
         free = [r for r in rows if r["llm_calls"]["selection"] == 0]
         paid = [r for r in rows if r["llm_calls"]["selection"] > 0]
+        if not paid:  # no method called the LLM to select: the band is the whole panel, no empty log axis beside it
+            for j, r in enumerate(free):
+                i = methods.index(r["method"])
+                lo, hi = r.get("ci_low"), r.get("ci_high")
+                err = None if lo is None else [[100 * (r["score"] - lo)], [100 * (hi - r["score"])]]
+                ax.errorbar([j], [100 * r["score"]], yerr=err, fmt=_style(i)["marker"], color=_style(i)["color"],
+                            markersize=5, capsize=2, alpha=0.85, label=r["method"])
+            ax.set_xlim(-0.7, len(free) - 0.3)
+            ax.set_xticks([])
+            ax.set_xlabel("no selection call (methods side by side)", fontsize=8)
+            ax.set_ylim(0, 108)
+            ax.set_title(task, fontsize=9, pad=12)
+            ax.set_ylabel(f"{next(r.get('metric_label') or r['metric'] for r in runs if r['task'] == task)} ×100",
+                          fontsize=8)
+            ax.grid(axis="y", alpha=0.3)
+            ax.tick_params(labelsize=7)
+            continue
         most = max([r["llm_calls"]["selection"] for r in paid] or [10])
         # the zero-call band spans two decades left of the smallest count, one slot per method
         low = min([r["llm_calls"]["selection"] for r in paid] or [1])

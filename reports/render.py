@@ -70,7 +70,9 @@ def render(out: Path, baseline: str | None = None, prices: PriceTable | None = N
            + (f"; cost from `{prices.source}` (USD per 1M input/output tokens, input = requested)." if prices
               else "; pass `--prices FILE.yaml` for costs."), "",
            token_table(calls, prices), "", "## Inference time", "",
-           "Seconds per test query: demonstration selection plus the LLM call (time when first computed).", "",
+           "Seconds per test query: demonstration selection plus the LLM call (time when first computed), the median "
+           "over the test items; '(first N)': the cell's first query took N s (loading, warming up, or a busy "
+           "machine), more than 5x the median, and is left out of it.", "",
            tables.time_table(runs), "", "## Selection time", "", tables.selection_time_table(runs), "",
            "![selection runtime](selection_runtime.png)", "",
            "What the selection budget buys: score against selection-phase LLM calls, with 95% bootstrap intervals.",

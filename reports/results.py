@@ -16,6 +16,10 @@ from reports.costs import token_totals
 from reports.fingerprints import fingerprint
 from reports.stats import bootstrap_ci
 
+# a row's wall-clock fields: they differ between two runs of the same selections and answers
+TIMING_KEYS = ("selection_seconds", "selection_time", "inference_seconds_per_query", "inference_seconds_mean",
+               "inference_seconds_first")
+
 
 def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = "", selection_llm: str = "",
                   meta: dict | None = None) -> dict:
@@ -80,7 +84,11 @@ def build_results(out: Path, *, bertscore=None, encoder: str = "", llm: str = ""
                 "selection_seconds": fit.selection_seconds if fit else 0.0,
                 "selection_time": selection_time(fit),
                 "scale": dict(getattr(fit, "scale", {}) or {}) if fit else {},  # what the fit ran at
-                "inference_seconds_per_query": float(np.mean([r.latency_s for r in recs])),
+                # the median over items: the first call of a run (loading, warming, a busy machine) can take
+                # 30x the others and would move a mean; the mean and the first call are kept beside it
+                "inference_seconds_per_query": float(np.median([r.latency_s for r in recs])),
+                "inference_seconds_mean": float(np.mean([r.latency_s for r in recs])),
+                "inference_seconds_first": float(recs[0].latency_s) if recs else None,
                 "budget": fit.budget if fit else None,
                 "budget_exhausted": bool(fit and fit.budget_exhausted),
                 "selection_reused_from": fit.reused_from if fit else "",
@@ -167,6 +175,7 @@ def failed_row(fit, task: str, selection_calls: int, info: dict | None = None) -
             "llm_calls": {"selection": selection_calls, "inference": 0},
             "llm_calls_uncached": {"selection": 0, "inference": 0}, "tokens": {},
             "selection_seconds": fit.selection_seconds, "inference_seconds_per_query": None,
+            "inference_seconds_mean": None, "inference_seconds_first": None,
             "budget": fit.budget, "budget_exhausted": fit.budget_exhausted,
             "selection_reused_from": "", "extra": {}, "extra_ci": {}, "warnings": list(fit.warnings),
             "error": fit.error}

@@ -276,8 +276,14 @@ def calls_table(runs: list[dict], fmt: str = "github") -> str:
 
 
 def time_table(runs: list[dict], fmt: str = "github") -> str:
-    return _cell_table(runs, "Method (s / query)", lambda r: "failed" if r.get("error")
-                       else f"{r['inference_seconds_per_query']:.2f}", fmt)
+    def text(r: dict) -> str:
+        if r.get("error"):
+            return "failed"
+        median, first = r["inference_seconds_per_query"], r.get("inference_seconds_first")
+        slow_start = first is not None and first > 5 * median and first - median > 0.5
+        return f"{median:.2f}" + (f" (first {first:.2f})" if slow_start else "")
+
+    return _cell_table(runs, "Method (s / query, median)", text, fmt)
 
 
 def selection_time_table(runs: list[dict], fmt: str = "github") -> str:

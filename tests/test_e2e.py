@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from reports.results import TIMING_KEYS
 from test_cli import ROOT, bench
 
 pytestmark = pytest.mark.slow
@@ -31,7 +32,7 @@ def results_without_timing(out: Path) -> list[dict]:
     kept = []
     for r in runs:
         r = {k: v for k, v in r.items()
-             if k not in ("selection_seconds", "inference_seconds_per_query", "selection_time")}
+             if k not in TIMING_KEYS}
         r["score"] = round(r["score"], 6)
         r["extra"] = {k: round(v, 6) for k, v in r["extra"].items()}  # WMT19's BERTScore beside chrF: the same rounding
         # intervals are bootstraps of those scores: equal to the same float32 rounding

@@ -435,3 +435,40 @@ def test_study_scores_table_has_a_row_per_task_part_and_method_with_the_runs_own
     _make_run(study / "rq1-wmt19-seed2", {"case-static": base, "dearicl-static": base - 0.2 + noise}, task="wmt19")
     assert main(["report", str(study)]) == 0
     assert "Significance baseline: `case-static`" in (study / "rq1-wmt19-seed2" / "report.md").read_text()
+
+
+def test_accuracy_vs_calls_has_no_empty_log_axis_when_no_method_calls_the_llm_to_select(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from reports import plots
+
+    seen = {}
+    original = plt.Figure.savefig
+
+    def keep(fig, *args, **kwargs):
+        seen["axes"] = [(ax.get_xscale(), ax.get_xlim(), ax.get_xlabel()) for ax in fig.axes]
+        return original(fig, *args, **kwargs)
+
+    runs = [{"method": m, "task": "sst2", "metric": "accuracy", "score": 0.5 + 0.1 * i, "ci_low": 0.4, "ci_high": 0.9,
+             "llm_calls": {"selection": 0, "inference": 10}} for i, m in enumerate(["zero-shot", "knn", "mmr"])]
+    plt.Figure.savefig = keep
+    try:
+        plots.accuracy_vs_calls(runs, tmp_path / "a.png")
+        assert seen["axes"] == [("linear", (-0.7, 2.7), "no selection call (methods side by side)")]
+        runs[0]["llm_calls"]["selection"] = 40  # one method paid: the log axis and the band beside it
+        plots.accuracy_vs_calls(runs, tmp_path / "b.png")
+        assert seen["axes"][0][0] == "log"
+    finally:
+        plt.Figure.savefig = original
+
+
+def test_the_time_table_shows_the_median_and_marks_a_slow_first_query():
+    from reports.tables import time_table
+
+    runs = [{"method": "knn", "task": "sst2", "inference_seconds_per_query": 0.44, "inference_seconds_first": 13.24},
+            {"method": "mmr", "task": "sst2", "inference_seconds_per_query": 0.40, "inference_seconds_first": 0.5}]
+    text = time_table(runs)
+    assert "median" in text and "0.44 (first 13.24)" in text and "0.40 " in text and "first 0.50" not in text

@@ -470,3 +470,29 @@ def test_evaluate_shows_progress_where_nobody_configured_logging_and_progress_fa
         assert "[bench]" not in capsys.readouterr().err and LOG.handlers == []
     finally:
         LOG.handlers[:], logging.getLogger().handlers[:], LOG.propagate = saved
+
+
+def test_each_method_is_charged_its_own_embedding_time_whatever_an_earlier_one_left_in_the_memo(tmp_path, data_dir,
+                                                                                               fake_backend):
+    from bench.records import read_fits
+
+    Runner(make_config(tmp_path, data_dir, methods=["knn", "mmr"], tasks=["gsm8k"], n_test=2, pool_size=200)).run()
+    fits = read_fits(tmp_path / "run" / "fits.jsonl")
+    knn, mmr = fits[("knn", "gsm8k")], fits[("mmr", "gsm8k")]
+    assert knn.embedding_reused_seconds == 0.0 and mmr.embedding_reused_seconds > 0  # mmr found knn's pool embedded
+    # charged what embedding the pool took: the same texts, so about knn's embedding time without the model's load
+    assert mmr.embedding_seconds >= mmr.embedding_reused_seconds > 0.2 * knn.embedding_seconds
+    assert mmr.selection_seconds >= mmr.embedding_seconds
+
+
+def test_the_encoder_charges_each_distinct_text_once_per_account():
+    from bench.encoder import Encoder
+
+    enc = Encoder()
+    enc.encode(["a b c", "d e f"])
+    cost = dict(enc._cost)
+    enc.account()
+    enc.encode(["a b c", "a b c", "g h"])
+    enc.encode(["a b c"])
+    assert enc.charged_seconds == pytest.approx(cost["a b c"] + enc._cost["g h"])
+    assert enc.reused_seconds == pytest.approx(cost["a b c"])

@@ -10,7 +10,7 @@ from bench.metrics import BertScoreConfig
 from bench.runner import RunConfig, Runner
 from fakes import FakeBackend
 
-TIMING = ("selection_seconds", "selection_time", "inference_seconds_per_query")
+from reports.results import TIMING_KEYS as TIMING
 
 
 def make_config(tmp_path: Path, data_dir: Path, **kw) -> RunConfig:
