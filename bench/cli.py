@@ -157,6 +157,8 @@ def cmd_run(argv: list[str]) -> int:
     if not results:
         return 0
     print(f"wrote {out}/records.jsonl, calls.jsonl, results.json, report.md")
+    from reports.results import summary_table
+
     print(summary_table(results))
     from reports.results import failed_runs
 
@@ -164,27 +166,6 @@ def cmd_run(argv: list[str]) -> int:
     for run in failed:
         print(f"error: {run['method']} on {run['task']}: {run['error']}", file=sys.stderr)
     return EXIT_FIT_FAILED if failed else 0
-
-
-def summary_table(results: dict) -> str:
-    """The console's last word on a run: per method and task, n, the score x100 (the reports' scale) with its
-    95% bootstrap interval, and the LLM calls."""
-    from tabulate import tabulate
-
-    rows = []
-    for run in results["runs"]:
-        label = run.get("metric_label") or run["metric"]
-        if run["score"] is None:
-            score, interval = "FAILED", ""
-        else:
-            score = f"{100 * run['score']:.2f}"
-            interval = "" if run.get("ci_low") is None else f"[{100 * run['ci_low']:.1f}, {100 * run['ci_high']:.1f}]"
-        warned = f"{len(run['warnings'])}" if run.get("warnings") else ""
-        rows.append([run["method"], run["task"], label, run["n"], score, interval,
-                     f"{run['llm_calls']['selection']}/{run['llm_calls']['inference']}", warned])
-    return tabulate(rows, headers=["method", "task", "metric", "n", "score ×100", "95% CI ×100", "calls sel/inf",
-                                   "warnings"], tablefmt="simple", disable_numparse=True, colalign=(
-        "left", "left", "left", "right", "right", "left", "right", "right"))
 
 
 def list_parser() -> argparse.ArgumentParser:

@@ -513,7 +513,9 @@ def blocks(study: Path) -> dict[str, str]:
             "rq2": rq2_block(study),
             "rq2-vs-dearicl-dynamic": rq2_block(study, base="dearicl-dynamic"),
             "sensitivity": sensitivity_block(study),
-            **table_blocks(study.parent / "tables")}  # the studies folder holds the reward tables beside the study
+            **table_blocks(study.parent / "tables"),  # the studies folder holds the reward tables beside the study
+            **({"demo": demo_block(study.parent / "readme-demo")}
+               if (study.parent / "readme-demo" / "results.json").is_file() else {})}
 
 
 def headline_block(tables: Path) -> str:
@@ -604,6 +606,32 @@ def headline_block(tables: Path) -> str:
                      + "; ".join(verdicts) + (f"; not rerun at 20 items a pull yet: {', '.join(waiting)}" if waiting
                                               else "") + ".")
     return "\n".join(lines) + "\n"
+
+
+def demo_block(folder: Path, base: str = "zero-shot") -> str:
+    """The README demo's table and what its report's deciding tests say against `base` (the exact McNemar test on
+    0/1 scores, Holm over the methods of each task), from the committed run (studies/readme-demo)."""
+    from bench.records import read_records
+    from reports.results import summary_table
+    from reports.tables import significance
+
+    results = json.loads((folder / "results.json").read_text())
+    tests = significance(read_records(folder / "records.jsonl"), base)
+    wins: dict[str, list[str]] = {}
+    near = []
+    for (method, task), test in sorted(tests.items(), key=lambda kv: (list(results["runs"]).index(next(
+            r for r in results["runs"] if (r["method"], r["task"]) == kv[0])))):
+        p = test.deciding_p(corrected=True)
+        if p < ALPHA:
+            wins.setdefault(method, []).append(f"{task} ({_d(test.mean_diff)}, Holm p {_p(p)})")
+        elif abs(test.mean_diff) >= 0.05:
+            near.append(f"{method} on {task} ({_d(test.mean_diff)}, Holm p {_p(p)})")
+    said = "; ".join(f"{method} on {', '.join(cells)}" for method, cells in wins.items()) or "no method"
+    return ("It ends with this table (accuracy ×100 and 95% bootstrap intervals; `runs/demo/report.md` adds the paired "
+            f"tests against {base}, exact McNemar on the 0/1 scores with Holm's correction over the methods of each "
+            f"task; differences in points ×100). Significant against {base} after Holm: {said}"
+            + (f". Not significant after it: {'; '.join(near)}" if near else "") + ".\n\n```\n"
+            + summary_table(results) + "\n```\n")
 
 
 def table_blocks(tables: Path) -> dict[str, str]:

@@ -60,7 +60,9 @@ def neighbour() -> subprocess.Popen:
     folder = tempfile.mkdtemp()
     loop = (f"while true; do {shlex_join([sys.executable, *WORKLOAD])} --out {folder}/run-$RANDOM > /dev/null 2>&1; "
             f"rm -rf {folder}/run-*; done")
-    return subprocess.Popen(["bash", "-c", loop], cwd=ROOT, env=environment({}), start_new_session=True)
+    # another torch program as torch starts it (active wait, every core): `python -m bench` alone would be passive
+    return subprocess.Popen(["bash", "-c", loop], cwd=ROOT, env=environment({"OMP_WAIT_POLICY": "ACTIVE"}),
+                            start_new_session=True)
 
 
 def shlex_join(parts: list[str]) -> str:

@@ -106,3 +106,19 @@ def test_rq_verdicts_follow_the_plan_paired_by_run_and_per_case_variant(tmp_path
     assert lines[("RQ1b: fewer rounds", "`case`")] == "supported"
     assert lines[("RQ1b: fewer rounds", "`case-script`")] == "not reproduced"  # DEARICL stops later than this CASE
     assert lines[("RQ3: fewer calls", "`case`")] == "not reproduced"  # the same calls in every run
+
+
+def test_the_demo_block_states_what_the_deciding_test_says_after_holm(tmp_path):
+    from test_reports import _make_run
+
+    base = [0] * 40 + [1] * 10
+    _make_run(tmp_path, {"zero-shot": base,
+                         "knn": [1] * 50,  # 40 discordant pairs, all one way: significant after Holm
+                         # 6 discordant pairs one way: McNemar p 0.031 alone, 0.062 after Holm over the three
+                         "few-shot": [1] * 6 + [0] * 34 + [1] * 10, "mmr": [0] * 34 + [1] * 16},
+              task="sst2")
+    block = claims.demo_block(tmp_path)
+    assert "Significant against zero-shot after Holm: knn on sst2 (+80.00, Holm p " in block
+    assert "Not significant after it: few-shot on sst2 (+12.00, Holm p 0.062); mmr on sst2 (+12.00, Holm p 0.062)" \
+        in block
+    assert "Holm: few-shot" not in block and "\n```\nmethod" in block

@@ -405,7 +405,7 @@ def test_k_may_equal_the_pool_but_not_exceed_it():
 
 
 def test_the_summary_table_shows_scores_and_intervals_x100():
-    from bench.cli import summary_table
+    from reports.results import summary_table
 
     run = {"method": "knn", "task": "sst2", "metric": "accuracy", "metric_label": "Acc", "score": 0.625,
            "ci_low": 0.5, "ci_high": 0.75, "n": 8, "llm_calls": {"selection": 0, "inference": 8}}
