@@ -28,7 +28,18 @@ def _reports_compile(request):
         return
     for tex in sorted(Path(folder).rglob("report.tex")):
         errors = latex_errors(tex)
+        COMPILED.append(tex)
         assert errors is None, f"{tex} does not compile:\n{errors}"
+
+
+COMPILED: list[Path] = []  # every report.tex the tests wrote and pdflatex compiled (the summary line counts them)
+
+
+def pytest_terminal_summary(terminalreporter):
+    from latexcheck import pdflatex
+
+    terminalreporter.write_line(f"report.tex compiled with pdflatex: {len(COMPILED)}" if pdflatex() else
+                                "report.tex not compiled: no pdflatex here (CI installs it)")
 
 
 @pytest.fixture(scope="session")
