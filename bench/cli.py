@@ -303,7 +303,7 @@ def cmd_compare(argv: list[str]) -> int:
                      args.tolerance if args.calls_tolerance is None else args.calls_tolerance)
     accept = args.accept_hint or (
         f"python -m bench compare {shlex.quote(str(args.dir))} --to {shlex.quote(str(args.to))} --accept")
-    print(format_checks(checks, accept))
+    print(format_checks(checks, None if args.accept else accept))
     failed = [c for c in checks if not c.ok]
     if args.accept:
         shutil.copyfile(source, args.to)

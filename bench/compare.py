@@ -76,16 +76,22 @@ def compare(current: dict, reference: dict, tolerance: float, calls_tolerance: f
     return checks
 
 
-def format_checks(checks: list[Check], accept: str = "python -m bench compare RUN --to REFERENCE --accept") -> str:
-    """The checks as a table; `accept`: the command that makes the run the new reference (the user's own paths)."""
+def format_checks(checks: list[Check], accept: str | None = "python -m bench compare RUN --to REFERENCE --accept") -> str:
+    """The checks as a table; `accept`: the command that makes the run the new reference (the user's own paths;
+    None when it is being accepted)."""
     rows = [[c.method, c.task, c.what, c.reference, "missing" if c.current is None else c.current,
              "ok" if c.ok else ("CHANGED" if c.what in ("fingerprint", "metric") else "REGRESSION")] for c in checks]
     table = tabulate(rows, headers=["method", "task", "check", "reference", "current", "status"], tablefmt="github")
     changed = [c for c in checks if c.details]
-    if not changed:
-        return table
-    lines = [table, "", f"{len(changed)} cell(s) select, answer or score differently from the reference:"]
-    for c in changed:
-        lines += [f"- {c.method} on {c.task}: {detail}" for detail in c.details]
-    lines.append(f"If the change is intended, accept it: {accept}")
+    lines = [table]
+    if changed:
+        lines += ["", f"{len(changed)} cell(s) select, answer or score differently from the reference:"]
+        for c in changed:
+            lines += [f"- {c.method} on {c.task}: {detail}" for detail in c.details]
+    higher = [c for c in checks if c.what == "score" and c.current is not None and c.current > c.reference]
+    if higher:  # a rise passes; the reference keeps the old, lower bar until it is accepted
+        lines += ["", f"{len(higher)} cell(s) score higher than the reference ("
+                  + ", ".join(f"{c.method} on {c.task}" for c in higher) + "): they pass; accepting raises the bar."]
+    if accept and (changed or any(not c.ok for c in checks) or higher):
+        lines.append(f"If the change is intended, accept it: {accept}")
     return "\n".join(lines)

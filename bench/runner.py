@@ -262,7 +262,9 @@ class Runner:
         if not cfg_path.exists():
             return self.methods
         if not self.cfg.resume:
-            raise ConfigError(f"{self.out} already holds a run; pass --resume to continue it or choose another --out")
+            raise ConfigError(f"{self.out} already holds a run; pass --resume to continue it, or choose another --out "
+                              "(a regression check reruns afresh: remove the folder first, as --resume would only "
+                              "reprint the old results)")
         previous = json.loads(cfg_path.read_text())
         identity = {k: v for k, v in json.loads(json.dumps(self.cfg.identity())).items() if k not in CELL_KEYS}
         shared = {k: v for k, v in previous.get("identity", {}).items() if k not in CELL_KEYS}

@@ -265,6 +265,17 @@ def test_compare_cli_exit_codes(tmp_path, capsys):
     assert "smoke.sh" not in out
     main(["compare", str(tmp_path / "run"), "--to", str(missing), "--accept-hint", "bash mine.sh --update"])
     assert "accept it: bash mine.sh --update" in capsys.readouterr().out
+    # a score-only drop names the way out too; a rise passes and is named; accepting prints no hint
+    data = json.loads((tmp_path / "run" / "results.json").read_text())
+    data["runs"][1]["score"] += 0.2
+    data["runs"][0]["score"] -= 0.2
+    missing.write_text(json.dumps(data))
+    assert main(["compare", str(tmp_path / "run"), "--to", str(missing), "--tolerance", "0.05"]) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSION" in out and "accept it: python -m bench compare" in out
+    assert "1 cell(s) score higher than the reference (zero-shot on gsm8k): they pass" in out
+    assert main(["compare", str(tmp_path / "run"), "--to", str(missing), "--accept"]) == 0
+    assert "accept it" not in capsys.readouterr().out
 
 
 def test_simulated_study_tables_merge_runs_of_a_family(tmp_path):
