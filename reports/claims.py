@@ -143,8 +143,13 @@ def pair_block(study: Path, part: str, method: str, base: str, tasks=("wmt19", "
                              "MDD (80% power)"], rows)
     seed_table = _table(["task", "metric ×100", "seeds", "Δ mean ± sd over seeds", "p (paired t over seeds)",
                          "margin", "p (TOST over seeds)", "MDD over seeds", "verdict"], seed_rows)
+    verdicts: dict[str, list[str]] = {}
+    for row in seed_rows:  # the method-level verdicts in words: the sentence a page would otherwise write by hand
+        verdicts.setdefault(row[-1], []).append(f"{row[0]} {row[1]}")
+    said = "; ".join(f"{verdict}: {', '.join(cells)}" for verdict, cells in verdicts.items())
     return (f"Per seed (two prompts on the same test items; α 0.05):\n\n{per_seed_table}\n\n"
-            f"Across seeds (each seed one paired observation; the method-level claim):\n\n{seed_table}\n")
+            f"Across seeds (each seed one paired observation; the method-level claim):\n\n{seed_table}\n\n"
+            f"`{method_label}` against `{base_label}` across seeds, {said}.\n")
 
 
 def rq2_block(study: Path, folder: str = "rq2-wmt19-seed0", base: str = "case-dynamic", task: str = "wmt19") -> str:
@@ -186,6 +191,24 @@ def rq2_block(study: Path, folder: str = "rq2-wmt19-seed0", base: str = "case-dy
     headers.append("paper: BERTScore (Llama 3.2 3B)")
     text = (f"{TASK_NAMES[task]}, `{folder}`, n = {per_metric[primary][0][others[0]]['n']} test items, every selector "
             f"against `{base}`; Holm over the {len(others)} comparisons:\n\n{_table(headers, rows)}\n")
+    said = []
+    for metric in cols:  # what the tests decide, in words, so that no sentence beside the table restates it by hand
+        got, holm, holm_tost, _ = per_metric[metric]
+        better = [f"`{m}`" for m in others if holm[m] < ALPHA and got[m]["diff"] > 0]
+        worse = [f"`{m}`" for m in others if holm[m] < ALPHA and got[m]["diff"] < 0]
+        same = [f"`{m}`" for m in others if holm_tost[m] < ALPHA]
+        said.append(f"{LABELS[metric]}: better than `{base}` {', '.join(better) or 'none'}; worse "
+                    f"{', '.join(worse) or 'none'}; equivalent within ±{100 * MARGINS[metric]:g} "
+                    f"{', '.join(same) or 'none'}")
+    text += "\nAfter Holm's correction, " + "; ".join(said) + ".\n"
+    if "dearicl-dynamic" in others and base == "case-dynamic":  # the paper's cost direction, from the run's own rows
+        row = {r["method"]: r for r in json.loads((run / "results.json").read_text())["runs"]}
+        case, dear = row[base], row["dearicl-dynamic"]
+        text += (f"\nCost: `{base}` asked {case['llm_calls_requested']['selection']} selection calls "
+                 f"({case['llm_calls']['selection']} distinct with one shared cache) and took "
+                 f"{case['inference_seconds_per_query']:.1f} s a test query; `dearicl-dynamic` "
+                 f"{dear['llm_calls']['selection']} selection calls and {dear['inference_seconds_per_query']:.1f} s a "
+                 "query.\n")
     if "dearicl-dynamic" in others and base in PAPER_WMT19:
         text += "\n" + paper_gain_line(run, task, base)
     return text
