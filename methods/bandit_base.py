@@ -63,7 +63,7 @@ class BanditSelector(Selector):
     surrogate_kind = "neural"  # or "linear"
 
     def __init__(self, k: int = 5, n_arms: int = 100, m: int = 10, challengers: int = 5, epsilon: float = 0.1,
-                 delta: float = 0.05, rule: str = "greedy", cold_start: int = 5, max_pulls: int | None = None,
+                 delta: float = 0.05, rule: str = "greedy", cold_start: int | str = 5, max_pulls: int | None = None,
                  beta: str = "heuristic", sigma: float = 0.5, hidden: tuple[int, ...] = (256, 128),
                  dropout: float = 0.1, lr: float = 1e-3, epochs_per_round: int = 4, mc_passes: int = 256,
                  tau: float = 1.0, patience: int = 0, batch_size: int = 16, estimate: str = "dropout-off",

@@ -273,8 +273,9 @@ def param_defaults(cls: type[Selector]) -> dict[str, tuple[Any, str]]:
 
 
 def check_param_types(name: str, cls: type[Selector], params: dict[str, Any]) -> None:
-    """A value whose type cannot stand for its parameter's plain default (a word for a number, a number for a flag)
-    is a one-line error naming the parameter, the type it takes and the value received."""
+    """After a selector refused its parameters: a value whose type cannot stand for its parameter's plain default (a
+    word for a number, a number for a flag) is a one-line error naming the parameter, the type it takes and the value
+    received. Not checked before: some parameters take more than their default's type ('all' cold-start pulls)."""
     defaults = param_defaults(cls)
     for param, value in params.items():
         default, annotation = defaults.get(param, (None, ""))
@@ -301,9 +302,9 @@ def create(name: str, params: dict[str, Any] | None = None) -> Selector:
     unknown = [p for p in params if p not in allowed]
     if unknown:
         raise ConfigError(f"method '{name}' has no parameter {', '.join(unknown)}; parameters: {', '.join(allowed)}")
-    check_param_types(name, cls, params)
     try:
         return cls(**params)
     except (TypeError, ValueError) as exc:
+        check_param_types(name, cls, params)  # name the parameter whose value's type cannot stand for its default
         given = ", ".join(f"{k}={v!r}" for k, v in params.items())
         raise ConfigError(f"method '{name}': bad parameter value ({exc}; given {given})") from None

@@ -38,7 +38,6 @@ def closed_port() -> int:
     (["--llm", "gpt-4o-mini", "--backend", "hf"], "LLM 'gpt-4o-mini' is not available on backend 'hf'"),
     (["--param", "mmr.alpha=1", "--methods", "mmr"], "method 'mmr' has no parameter alpha"),
     (["--param", "mmr.lam=high", "--methods", "mmr"], "method 'mmr': parameter lam takes float (default 0.7), got 'high'"),
-    (["--param", "knn.k=2.5", "--methods", "knn"], "parameter k takes int"),
     (["--methods", "knnn"], "unknown method 'knnn'; did you mean 'knn'? (known methods:"),
     (["--temperature", "-1"], "--temperature must be >= 0"),
     (["--method-budget", "lucb-static"], "--method-budget wants METHOD=POSITIVE_COUNT, got 'lucb-static'"),
