@@ -105,7 +105,9 @@ class RewardTable:
         """What the table holds and how much its arms differ (validation means of each reward)."""
         m = self.meta
         lines = [f"reward table: task {m['task']}, model {m['model']}, {len(self.rewards)} arms of k={m['k']}, "
-                 f"{len(self.validation)} validation + {len(self.test)} test items, {self.rewards.shape[2]} sample(s); "
+                 f"{len(self.validation)} validation + {len(self.test)} test items"
+                 + (f" (of {m['n_test']}: a staged build)" if m.get("n_test_recorded") else "")
+                 + f", {self.rewards.shape[2]} sample(s); "
                  f"built {m['built_at']} in {m['build_seconds']:.0f} s; columns {', '.join(self.columns)}"]
         for what in self.columns:
             means = self.true_means(what)

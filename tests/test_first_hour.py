@@ -509,7 +509,8 @@ def setup_project(tmp_path) -> Path:
 
     project = tmp_path / "project"
     (project / "scripts").mkdir(parents=True)
-    shutil.copy(ROOT / "scripts" / "setup.sh", project / "scripts" / "setup.sh")
+    for name in ("setup.sh", "_help.sh"):  # _help.sh: the --help guard every script sources first
+        shutil.copy(ROOT / "scripts" / name, project / "scripts" / name)
     (project / "pyproject.toml").write_text("")
     (project / "constraints.txt").write_text("")
     venv = project / ".venv" / "bin"
