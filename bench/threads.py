@@ -45,9 +45,14 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def load_average() -> float:
+    """The machine's 1-minute load average (0 where the platform has none)."""
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+
+
 def choose(option: str = "auto") -> ThreadChoice:
     option = parse_threads(option)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    load = load_average()
     env = os.environ.get("OMP_NUM_THREADS", "").strip()
     if option != "auto":
         n, how = int(option), "given"

@@ -256,7 +256,7 @@ def test_dry_run_plans_without_loading_or_writing_anything(tmp_path, data_dir, m
     monkeypatch.setattr(runner_mod, "make_backend", no_model)
     out = tmp_path / "r"
     code = main(["--methods", "zero-shot,knn,case-static,dearicl-dynamic,case-dynamic", "--tasks", "gsm8k",
-                 "--llm", "llama3.2-3b", "--n-test", "7", "--n-val", "3", "--data-dir", str(data_dir),
+                 "--llm", "gemma3-270m", "--n-test", "7", "--n-val", "3", "--data-dir", str(data_dir),
                  "--out", str(out), "--dry-run", "--param", "case-static.max_pulls=4",
                  "--param", "case-dynamic.pulls_per_query=2", "--max-new-tokens", "50"])
     assert code == 0 and not out.exists()
@@ -420,7 +420,7 @@ def test_threads_are_applied_before_the_models_recorded_and_a_shared_machine_is_
 
     before = torch.get_num_threads()
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    monkeypatch.setattr(threads_mod.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    monkeypatch.setattr(threads_mod, "load_average", lambda: 0.1)
     monkeypatch.setattr(threads_mod, "cores", lambda: 3)
     configure(0)
     try:
@@ -431,7 +431,7 @@ def test_threads_are_applied_before_the_models_recorded_and_a_shared_machine_is_
                                               "wait_policy": results["meta"]["threads"]["wait_policy"], "shared": False}
         assert "cores are shared" not in capsys.readouterr().err
         # auto: every core, unless the caller pinned OMP_NUM_THREADS; a busy machine is named, with the way out
-        monkeypatch.setattr(threads_mod.os, "getloadavg", lambda: (1.7, 1.0, 1.0))
+        monkeypatch.setattr(threads_mod, "load_average", lambda: 1.7)
         results = Runner(make_config(tmp_path / "b", data_dir, methods=["zero-shot"], tasks=["gsm8k"],
                                      n_test=2)).run()
         assert torch.get_num_threads() == 3 and results["meta"]["threads"]["how"] == "auto"

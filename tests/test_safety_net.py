@@ -54,7 +54,7 @@ def test_compare_names_a_changed_selector_and_accept_makes_it_the_reference(tmp_
     assert status[("zero-shot", "fingerprint")] == status[("case-static", "fingerprint")] == "ok"
     line = next(line for line in out.splitlines() if line.startswith("- knn on gsm8k: demonstrations changed"))
     assert "for 4 of 4 items; e.g. gsm8k/" in line and "->" in line
-    assert "scripts/smoke.sh --update" in out
+    assert f"accept it: python -m bench compare {tmp_path / 'changed'} --to {reference} --accept" in out
     assert main(["compare", str(tmp_path / "changed"), "--to", str(reference), "--accept"]) == 0
     assert main(["compare", str(tmp_path / "changed"), "--to", str(reference), "--tolerance", "1"]) == 0
 
