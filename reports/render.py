@@ -71,8 +71,8 @@ def render(out: Path, baseline: str | None = None, prices: PriceTable | None = N
               else "; pass `--prices FILE.yaml` for costs."), "",
            token_table(calls, prices), "", "## Inference time", "",
            "Seconds per test query: demonstration selection plus the LLM call (time when first computed), the median "
-           "over the test items; '(first N)': the cell's first query took N s (loading, warming up, or a busy "
-           "machine), more than 5x the median, and is left out of it.", "",
+           "over the test items (the mean in a results.json written before medians); '(first N)': the cell's first "
+           "query took N s (loading, warming up, or a busy machine), more than 5x the median.", "",
            tables.time_table(runs), "", "## Selection time", "", tables.selection_time_table(runs), "",
            "![selection runtime](selection_runtime.png)", "",
            "What the selection budget buys: score against selection-phase LLM calls, with 95% bootstrap intervals.",
