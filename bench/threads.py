@@ -1,8 +1,9 @@
 """CPU threads of a run (--threads): chosen once, applied before any model loads, recorded in results.json.
 
-Measured (scripts/threads_benchmark.py, docs/measurements.md): torch's default, every core with OpenMP's active
-wait, crawls beside another busy process, because each thread spins for a core the other process holds; a passive
-wait keeps every core's speed alone and most of it when shared. `python -m bench` sets OMP_WAIT_POLICY=PASSIVE
+Measured (scripts/threads_benchmark.py, studies/perf/threads.md; 2 cores, a small run): torch's default, every core
+with OpenMP's active wait, took 4.8x its time alone beside another busy torch program, because each thread spins for
+a core the other holds; every core with a passive wait kept its speed alone (33.7 s against 34.4 s) and took 1.4x
+beside it; one thread, 1.03x beside but 13% slower alone. `python -m bench` sets OMP_WAIT_POLICY=PASSIVE
 before torch loads (a caller's own setting wins). The thread count itself stays fixed (every core unless
 --threads says otherwise): a neural fit's float sums differ between thread counts, so a count that followed the
 machine's load would make a run's selections depend on what else was running.
