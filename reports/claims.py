@@ -642,8 +642,8 @@ def demo_block(folder: Path, base: str = "zero-shot") -> str:
     tests = significance(read_records(folder / "records.jsonl"), base)
     wins: dict[str, list[str]] = {}
     near = []
-    for (method, task), test in sorted(tests.items(), key=lambda kv: (list(results["runs"]).index(next(
-            r for r in results["runs"] if (r["method"], r["task"]) == kv[0])))):
+    order = {(r["method"], r["task"]): i for i, r in enumerate(results["runs"])}  # the run's own row order
+    for (method, task), test in sorted(tests.items(), key=lambda kv: order[kv[0]]):
         p = test.deciding_p(corrected=True)
         if p < ALPHA:
             wins.setdefault(method, []).append(f"{task} ({_d(test.mean_diff)}, Holm p {_p(p)})")
