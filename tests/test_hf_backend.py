@@ -51,6 +51,23 @@ def test_choice_logliks_after_a_shared_prefix_equal_one_pair_at_a_time(gemma):
         assert got.logliks == pytest.approx(slow, abs=2e-3)
 
 
+def test_several_longer_choices_share_one_pass_of_their_item_and_equal_one_pair_at_a_time(gemma):
+    """AquaRAT's option ranking: five multi-token options after one question run the question once (the prefilled
+    tokens count it once), and score as loglik does one option at a time."""
+    prefix = "[Question]: What is 2 + 3?\n[Answer]: 5 apples\n\n"
+    suffixes = ["[Question]: A train covers 120 km in 2 hours. What is its speed?\n[Answer]:",
+                "[Question]: How many legs do 3 spiders have?\n[Answer]:"]
+    choices = [[" 60 km/h", " 40 km/h", " 240 km/h", " 6", " 80 kilometres an hour"],
+               [" 24 legs", " 18", " 32 legs in all", " 8 legs", " 3 legs"]]
+    fast = gemma.choice_logliks(prefix, suffixes, choices)
+    heads = [len(gemma.tokenizer(prefix + s)["input_ids"]) - len(gemma.tokenizer(prefix)["input_ids"])
+             for s in suffixes]
+    for suffix, row, got, head in zip(suffixes, choices, fast, heads):
+        slow = [r.logprob for r in gemma.loglik([prefix + suffix] * len(row), row)]
+        assert got.logliks == pytest.approx(slow, abs=2e-3)
+        assert got.prefilled_tokens - head < 2 * head  # the question ran once, not once per option
+
+
 def test_eager_attention_gives_the_batched_paths_numbers(gemma):
     """The eager kernel (what `table calls --attention eager` records with) answers as the default one does on a CPU."""
     from bench.llm.embedded import EmbeddedModel

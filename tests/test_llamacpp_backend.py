@@ -87,7 +87,7 @@ def test_killed_engine_ends_the_run_with_one_line_and_resume_repeats_nothing(tmp
         os.kill(pid, signal.SIGKILL)
     stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 2, stderr[-2000:]
-    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    lines = [ln for ln in stderr.splitlines() if ln.strip() and " [bench] " not in ln]  # minus the log (a shared machine warns)
     assert len(lines) == 1 and "llama.cpp engine was killed by SIGKILL (signal 9)" in lines[0] and "--resume" in lines[0]
     answered = [json.loads(ln) for ln in calls.read_text().splitlines()]
     assert 1 <= len(answered) < 6

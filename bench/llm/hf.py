@@ -414,18 +414,21 @@ class HFBackend(Backend):
             return super().choice_logliks(prefix, suffixes, choices)
         # rows: (item, tokens after the prefix, [(position in the row, target token, choice)])
         rows: list[tuple[int, list[int], list[tuple[int, int, int]]]] = []
+        scores = [[0.0] * len(row) for row in choices]
+        prefilled = [0] * len(suffixes)
         for i, (ids, row_choices) in enumerate(zip(full, choices)):
             head = ids[len(prefix_ids):]
             targets = [tok(c, add_special_tokens=False)["input_ids"] for c in row_choices]
             if not all(targets):
                 raise LLMError("choice_logliks: an empty choice")
+            if sum(len(t) > 1 for t in targets) > 1:  # several longer choices (AquaRAT's options): one head pass
+                scores[i], prefilled[i] = self._choices_after_head(prefix_cache, head, targets)
+                continue
             singles = [(len(head) - 1, t[0], j) for j, t in enumerate(targets) if len(t) == 1]
             if singles:
                 rows.append((i, head, singles))
             rows += [(i, head + t[:-1], [(len(head) - 1 + n, t[n], j) for n in range(len(t))])
                      for j, t in enumerate(targets) if len(t) > 1]
-        scores = [[0.0] * len(row) for row in choices]
-        prefilled = [0] * len(suffixes)
         for group in _length_groups([len(r[1]) for r in rows]):
             for start in range(0, len(group), 8):  # 8 rows' logits at a few positions: a bounded output layer
                 part = group[start:start + 8]
@@ -447,6 +450,34 @@ class HFBackend(Backend):
                     prefilled[item] += len(head)
         prefilled[0] += charge  # a prefix prefilled by this call is charged to the first row
         return [RawChoices(s, prompt_tokens=len(ids), prefilled_tokens=p) for s, ids, p in zip(scores, full, prefilled)]
+
+    def _choices_after_head(self, prefix_cache, head: list[int], targets: list[list[int]]) -> tuple[list[float], int]:
+        """One item's choices when several are longer than a token: its head runs once after the prefix, and the
+        choices' remaining tokens run as rows after a batch copy of that cache, instead of one row of head and
+        choice each (five AquaRAT options re-ran their question five times: half a table build). Returns the
+        choices' summed log-likelihoods and the tokens prefilled."""
+        import torch
+
+        item_cache = self._batch_copy(prefix_cache, 1)
+        with torch.inference_mode():
+            last = self._decoder(torch.tensor([head], device=self.device), past_key_values=item_cache,
+                                 use_cache=True).last_hidden_state[0, -1]
+            scores = self._target_logprobs(last.expand(len(targets), -1),
+                                           torch.tensor([t[0] for t in targets], device=self.device))
+            longer = [j for j, t in enumerate(targets) if len(t) > 1]
+            width = max(len(targets[j]) - 1 for j in longer)
+            ids = torch.full((len(longer), width), self.tokenizer.pad_token_id, dtype=torch.long)
+            for row, j in enumerate(longer):  # right-padded: causal attention keeps the padding out of real tokens
+                ids[row, :len(targets[j]) - 1] = torch.tensor(targets[j][:-1], dtype=torch.long)
+            hidden = self._decoder(ids.to(self.device), past_key_values=self._batch_copy(item_cache, len(longer)),
+                                   use_cache=True).last_hidden_state
+            wanted = [(row, n - 1, targets[j][n]) for row, j in enumerate(longer) for n in range(1, len(targets[j]))]
+            at = torch.tensor([[row, p] for row, p, _ in wanted], device=self.device)
+            rest = self._target_logprobs(hidden[at[:, 0], at[:, 1]],
+                                         torch.tensor([t for _, _, t in wanted], device=self.device))
+        for (row, _, _), value in zip(wanted, rest):
+            scores[longer[row]] += value
+        return scores, len(head) + sum(len(targets[j]) - 1 for j in longer)
 
     @property
     def _decoder(self):
