@@ -43,8 +43,10 @@ def selection_runtime_chart(runs: list[dict], path: Path) -> Path:
             left += widths
         totals = left
         top = max(totals.max(), 1e-9)
-        for i, total in enumerate(totals):
-            ax.text(total + 0.01 * top, i, _seconds(total), va="center", fontsize=6)
+        for i, (method, total) in enumerate(zip(methods, totals)):  # a cell the run lacks is "not run", not 0 s
+            ran = (method, task) in cell
+            ax.text(total + 0.01 * top, i, _seconds(total) if ran else "not run", va="center", fontsize=6,
+                    color="black" if ran else "grey", style="normal" if ran else "italic")
         ax.set_xlim(0, top * 1.25)
         ax.set_title(task, fontsize=9)
         ax.set_xlabel("selection time (s)", fontsize=8)

@@ -258,6 +258,24 @@ def test_runtime_chart_draws_no_bar_for_no_time_and_splits_the_rest(tmp_path, mo
         assert widths[1] > 0
 
 
+def test_runtime_chart_labels_a_cell_the_run_lacks_not_run_not_zero(tmp_path, monkeypatch):
+    """A method run on one task only (the bandits on GSM8K, the rest on WMT19) is "not run" on the other: a "0 s"
+    there would read as a free selector."""
+    import matplotlib.axes
+
+    from reports.plots import selection_runtime_chart
+
+    texts = []
+    original = matplotlib.axes.Axes.text
+    monkeypatch.setattr(matplotlib.axes.Axes, "text",
+                        lambda self, x, y, s, **kw: texts.append((self, s)) or original(self, x, y, s, **kw))
+    runs = [r for r in plot_runs(4) if not (r["task"] == "sst2" and r["method"] == "method-1")]
+    selection_runtime_chart(runs, tmp_path / "rt.png")
+    texts = [(ax.get_title(), s) for ax, s in texts]
+    assert [s for title, s in texts if title == "sst2"] == ["0 s", "not run", "4.0 s", "0 s"]
+    assert "not run" not in [s for title, s in texts if title == "rules"]
+
+
 def test_simulated_scatter_has_no_empty_panel_and_a_legend_outside(tmp_path):
     from reports.plots import pulls_vs_eps_error
 
