@@ -483,6 +483,39 @@ def certified_block(tables: Path) -> str:
                       "bound ≤ δ", "eps-error vs pool (floor)"], rows) + "\n")
 
 
+def stats_block(tables: Path) -> str:
+    """Each committed table's build and signal, from the .npz files (`bench table show` computes the same): items
+    recorded, build time, and per recorded column the arms' validation means, Friedman's randomised-block test over
+    arms x validation items, and the validation-test correlation of the arm means."""
+    from bench.reward_table import RewardTable
+
+    rows = []
+    for path in sorted(tables.glob("*-gemma3-270m.npz")):
+        table = RewardTable.load(path)
+        m = table.meta
+        staged = f" of {m['n_test']} (staged)" if m.get("n_test_recorded") else ""
+        for what in table.columns:
+            means, signal = table.true_means(what), table.arm_signal(what)
+            rows.append([m["task"], what, f"{len(table.rewards)} × {len(table.validation)} + {len(table.test)}{staged}",
+                         _built(m), f"{means.min():.3f}–{means.max():.3f}",
+                         f"{signal['friedman_p']:.2g}", f"{signal['val_test_r']:.2f}"])
+    if not rows:
+        return "(no table yet)\n"
+    return ("Arms differ when Friedman's p < 0.01 (the goal); r is the Pearson correlation of the arms' validation "
+            "and test means:\n\n" + _table(["task", "column", "arms × validation + test items", "built",
+                                             "arm means (validation)", "Friedman p", "r (val, test)"], rows) + "\n")
+
+
+def _built(meta: dict) -> str:
+    """Where a table's calls were answered: here (the build's time) or a GPU run of `table calls` (its answers
+    merged here; the build's own seconds then only score them)."""
+    answered = meta.get("answers_recorded")
+    if answered is None:
+        return f"{meta['build_seconds']:,.0f} s here"
+    gpu = re.search(r"'gpu': '([^']+)'", str(answered))
+    return f"calls answered on {gpu.group(1) if gpu else 'another machine'}"
+
+
 def paired_runs(a: list[float], b: list[float]) -> tuple[float, float]:
     """Wilcoxon signed-rank test over runs paired by seed (the plan's RQ1b and RQ3): (mean of a - b, two-sided p);
     p 1 where every pair is equal."""
@@ -659,7 +692,7 @@ def demo_block(folder: Path, base: str = "zero-shot") -> str:
 
 def table_blocks(tables: Path) -> dict[str, str]:
     """`table-NAME-replay` and `table-NAME-cores` for every reward-table study folder under `tables`."""
-    out = ({"table-ablations": ablation_block(tables), "table-rq": rq_block(tables),
+    out = ({"table-ablations": ablation_block(tables), "table-rq": rq_block(tables), "table-stats": stats_block(tables),
             "table-certified": certified_block(tables), "headline": headline_block(tables)} if tables.is_dir() else {})
     for folder in sorted(p for p in tables.glob("*-gemma3-270m") if p.is_dir()) if tables.is_dir() else []:
         name = folder.name.split("-")[0]
@@ -686,6 +719,77 @@ def render_into(text: str, made: dict[str, str]) -> tuple[str, list[str]]:
         return match.group(1) + made[name] + match.group(4)
 
     return BLOCK.sub(put, text), stale
+
+
+TESTED = re.compile(r"\bp\s*(=|<|≈|≥|≤)\s*\d(?![\d.]*/)|\bHolm (p )?\d|McNemar p|\bTOST p")  # a clause that states a test's result (p = 1/2 is not)
+QUOTED = re.compile(r"the paper[^;|)]*|Table \d+: [^)|]*|Figure \d+[^)|]*")  # the paper's own numbers, quoted
+NUMBER = re.compile(r"(?<![\w.])[-+−]?\d+\.\d+(?:e-\d+)?(?!\w|\.\d)")
+CLAUSE = re.compile(r"\s*\|\s*|(?<=[.;:])\s+(?=[A-Z(`*])")  # table cells and sentences: a result's own clause
+
+
+def unbacked_numbers(text: str, sources: str = "") -> list[tuple[int, list[str]]]:
+    """Prose outside the claims blocks that states a test result with a number that no block of the page, nor the
+    generated `sources` (a page without blocks: its run's JSON and report.md), gives at the prose's rounding:
+    (line number, those numbers). A hand-typed restatement that went stale, or never came from the data, is found
+    here; the paper's quoted numbers are not counted."""
+    def value(number: str) -> float:
+        return float(number.replace("−", "-"))
+
+    given = [abs(value(n)) for m in BLOCK.finditer(text) for n in NUMBER.findall(m.group("body"))]
+    given += [abs(value(n)) * scale for n in NUMBER.findall(sources) for scale in (1, 100)]  # shares, as ×100
+
+    def backed(number: str) -> bool:
+        x = abs(value(number))
+        if "e-" in number:
+            return any(abs(y - x) <= 0.05 * x for y in given)
+        half = 0.5 * 10 ** -len(number.split(".")[1])
+        return any(abs(y - x) <= half + 1e-12 for y in given)
+
+    out: dict[int, list[str]] = {}
+    for first, unit in _prose_units(text):
+        for clause in CLAUSE.split(unit):
+            if TESTED.search(clause):
+                for number in NUMBER.findall(QUOTED.sub("", clause)):
+                    if not backed(number):
+                        out.setdefault(first + unit[:unit.index(number)].count("\n"), []).append(number)
+    return sorted(out.items())
+
+
+def _prose_units(text: str) -> list[tuple[int, str]]:
+    """The page's prose outside the claims blocks and code fences, as (first line, text): a paragraph or list
+    item (a sentence may run over several lines), or one table row."""
+    units: list[tuple[int, str]] = []
+    current: list[str] = []
+    first = 0
+    skip = False
+
+    def close():
+        if current:
+            units.append((first, "\n".join(current)))
+            current.clear()
+
+    for i, line in enumerate(text.splitlines(), 1):
+        if line.startswith("<!-- claims:") or line.startswith("```"):
+            close()
+            skip = not skip if line.startswith("```") else True
+            continue
+        if line.startswith("<!-- /claims -->"):
+            skip = False
+            continue
+        if skip:
+            continue
+        if not line.strip() or line.lstrip().startswith(("|", "- ", "* ", "#")) or re.match(r"\s*\d+\. ", line):
+            close()
+            if line.strip():
+                first, current[:] = i, [line]
+                if line.lstrip().startswith(("|", "#")):
+                    close()
+            continue
+        if not current:
+            first = i
+        current.append(line)
+    close()
+    return units
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -717,6 +821,10 @@ def main(argv: list[str] | None = None) -> int:
         elif stale:
             print(f"{path}: stale claims block(s) {', '.join(stale)}: run python -m reports.claims {args.study} "
                   f"--write {path}", file=sys.stderr)
+            status = 1
+        for line, numbers in unbacked_numbers(text):
+            print(f"{path}:{line}: prose states a test result with {', '.join(numbers)}, which no claims block of "
+                  f"the page gives: take it from a block or quote its source", file=sys.stderr)
             status = 1
     return status
 

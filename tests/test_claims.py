@@ -122,3 +122,36 @@ def test_the_demo_block_states_what_the_deciding_test_says_after_holm(tmp_path):
     assert "Not significant after it: few-shot on sst2 (+12.00, Holm p 0.062); mmr on sst2 (+12.00, Holm p 0.062)" \
         in block
     assert "Holm: few-shot" not in block and "\n```\nmethod" in block
+
+
+def _page_sources(page: Path) -> str:
+    """A page without claims blocks is checked against its own run's generated files (JSON, report.md)."""
+    if "<!-- claims:" in page.read_text() or page.parent == ROOT or page.parent.name == "docs":
+        return ""
+    return " ".join(p.read_text() for p in sorted(page.parent.rglob("report.md")) + sorted(page.parent.rglob("*.json")))
+
+
+def test_every_page_states_test_results_only_with_numbers_from_its_blocks_or_its_runs():
+    """README, docs and every study page: a sentence that states a test result (p, Holm, TOST, McNemar) holds only
+    numbers that a generated block of the page, or the page's own run files, give."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "studies").rglob("README.md"))]
+    found = {str(p.relative_to(ROOT)): claims.unbacked_numbers(p.read_text(), _page_sources(p)) for p in pages}
+    assert len(pages) > 10 and not {p: u for p, u in found.items() if u}
+
+
+def test_a_stale_number_typed_into_prose_fails_the_check(tmp_path, capsys):
+    """A p-value or difference restated by hand, then left behind when the data changed, is named with its line;
+    the paper's quoted numbers and numbers outside result sentences are not."""
+    text = (ROOT / "studies" / "embedded-2026-11" / "README.md").read_text()
+    clean = claims.unbacked_numbers(text)
+    assert clean == []
+    planted = text.replace("(Δ −0.19 ± 0.73,\n  TOST p = 0.025;", "(Δ −9.87 ± 0.73,\n  TOST p = 0.025;", 1)
+    assert planted != text
+    line = text[:text.index("(Δ −0.19 ± 0.73,\n  TOST p = 0.025;")].count("\n") + 1
+    assert claims.unbacked_numbers(planted) == [(line, ["−9.87"])]
+    quoted = text + "\nThe paper reports p = 0.0123 for its gain (Table 1: 68.83 vs 65.40).\n"
+    assert [n for _, n in claims.unbacked_numbers(quoted)] == [["0.0123"]]
+    page = tmp_path / "README.md"
+    page.write_text(planted)
+    assert claims.main([str(STUDY), "--check", str(page)]) == 1
+    assert f"{page}:{line}: prose states a test result with −9.87" in capsys.readouterr().err
