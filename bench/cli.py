@@ -101,7 +101,8 @@ def run_config(options: RunOptions, command: str = ""):
         llm_budget=options.llm_budget, method_budgets=method_budgets(options.method_budget), generation=generation,
         method_params=method_params, bertscore=BertScoreConfig(options.bertscore_model, options.bertscore_layers,
                                                                rescale=options.bertscore_rescale),
-        encoder=options.encoder, cache_path=options.cache, plugins=options.plugin, progress=not options.no_progress,
+        encoder=options.encoder, embedding_cache=options.embedding_cache, cache_path=options.cache,
+        plugins=options.plugin, progress=not options.no_progress,
         threads=options.threads,
         ltr_data=tuple(options.ltr_data), selection_llm=selection_llm, selection_generation=selection_generation,
         selections=options.selections, reuse_selections=not options.no_selection_reuse, prices=options.prices,
@@ -135,7 +136,7 @@ def cmd_run(argv: list[str]) -> int:
     if bare:  # a bare run is a question, not an hour of work: show the demo's plan
         config.methods = list(DEMO_METHODS)
     if args.dry_run or bare:
-        from bench.plan import plan, rates_for, render_plan, token_counter
+        from bench.plan import embedding_cache_line, plan, rates_for, render_plan, token_counter
 
         if any(rate is not None and rate <= 0 for rate in (args.tokens_per_second, args.prefill_tokens_per_second)):
             raise ConfigError("--tokens-per-second and --prefill-tokens-per-second must be > 0")
@@ -146,8 +147,9 @@ def cmd_run(argv: list[str]) -> int:
         rates = rates_for(config.llm, args.prefill_tokens_per_second, args.tokens_per_second)
         # the same checks as the run itself (names, weights, data, k <= pool, --out), then the plan
         count, counted = token_counter(config.llm)
-        print(render_plan(plan(Runner(config), count), config.llm.name, *(rates[:2] if rates else (None, None)),
-                          counted))
+        planned = Runner(config)
+        print(render_plan(plan(planned, count), config.llm.name, *(rates[:2] if rates else (None, None)), counted))
+        print(embedding_cache_line(planned))
         if bare:
             print(f"\nNothing was run: pass --methods (e.g. --methods {','.join(DEMO_METHODS)}, or all) to run "
                   "this plan.")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -27,9 +28,10 @@ def item_text(item: Item, with_output: bool = False) -> str:
 
 
 class Encoder:
-    """L2-normalised embeddings, memoised by text for the life of a run."""
+    """L2-normalised embeddings, memoised by text for the life of a run and, with `cache` (a path), across runs
+    (bench/embedding_cache.py)."""
 
-    def __init__(self, model: str = "auto", batch_size: int = 64):
+    def __init__(self, model: str = "auto", batch_size: int = 64, cache: Path | None = None):
         if model == "auto":
             offline = os.environ.get("HF_HUB_OFFLINE") == "1"
             model = local_encoder_path() or (HUB_ENCODER if not offline else None)
@@ -44,6 +46,9 @@ class Encoder:
         self._account: set[str] | None = None  # texts charged to the current account (see `account`)
         self.charged_seconds = 0.0  # the account's embedding time as if it had embedded its texts itself
         self.reused_seconds = 0.0  # of which another account embedded first (served from the memo)
+        self.cache_path = cache
+        self._cache = None  # opened at the first encode, so a dry run or a failed setup creates no file
+        self.from_cache = 0  # texts served by the persistent cache this run (not embedded again)
 
     @property
     def name(self) -> str:
@@ -80,8 +85,29 @@ class Encoder:
             if text not in computed:
                 self.reused_seconds += self._cost.get(text, 0.0)
 
+    @property
+    def cache(self):
+        if self._cache is None and self.cache_path is not None:
+            from bench.embedding_cache import EmbeddingCache, encoder_identity
+
+            self._cache = EmbeddingCache(self.cache_path, encoder_identity(self.model_name))
+        return self._cache
+
+    def _from_cache(self, missing: list[str]) -> list[str]:
+        """Fill the memo from the persistent cache; the texts still to embed."""
+        if self.cache is None or not missing:
+            return missing
+        found = self.cache.get_many(missing)
+        for text, (vector, seconds) in found.items():
+            self._memo[text] = vector
+            self._cost[text] = seconds  # what it took when embedded: still charged to a method that uses it
+        self.from_cache += len(found)
+        if found:
+            LOG.debug("embedding cache: %d of %d texts found in %s", len(found), len(missing), self.cache_path)
+        return [t for t in missing if t not in found]
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        missing = sorted({t for t in texts if t not in self._memo})
+        missing = self._from_cache(sorted({t for t in texts if t not in self._memo}))
         if missing:
             began = time.perf_counter()
             (LOG.info if len(missing) >= 100 else LOG.debug)("embedding %d texts with %s", len(missing), self.name)
@@ -97,6 +123,8 @@ class Encoder:
                     self._memo.update(zip(chunk, vectors.astype(np.float32)))
                     share = (time.perf_counter() - chunk_began) / len(chunk)
                     self._cost.update((text, share) for text in chunk)
+                    if self.cache is not None:  # per chunk: a run killed mid-pool keeps what it embedded
+                        self.cache.put_many({t: (self._memo[t], share) for t in chunk})
                     bar.update(len(chunk))
             finally:
                 bar.close()

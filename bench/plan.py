@@ -121,6 +121,34 @@ def plan(runner, count: Callable[[str], int] = characters_over_4) -> list[PlanRo
     return rows
 
 
+def embedding_cache_line(runner) -> str:
+    """What the persistent embedding cache holds of this run's texts (the inputs of every split, and the pool's
+    demonstrations with their outputs), read without loading the encoder."""
+    from bench.embedding_cache import EmbeddingCache, encoder_identity, resolve
+    from bench.encoder import item_text
+
+    path = resolve(runner.cfg.embedding_cache)
+    if path is None:
+        return "Embedding cache: off (every text is embedded this run)."
+    if not path.is_file():
+        return f"Embedding cache: {path} (empty: this run embeds its texts and keeps them)."
+    from bench.metrics import local_encoder_path
+
+    model = runner.cfg.encoder if runner.cfg.encoder != "auto" else (local_encoder_path() or "auto")
+    texts = set()
+    for splits in runner.splits.values():
+        for items in (splits.pool, splits.validation, splits.test):
+            texts.update(item_text(it) for it in items)
+        texts.update(item_text(it, with_output=True) for it in splits.pool)
+    cache = EmbeddingCache(path, encoder_identity(model))
+    try:
+        held = cache.count(sorted(texts))
+    finally:
+        cache.close()
+    return (f"Embedding cache: {path}: {held:,} of this run's {len(texts):,} texts (inputs, and the pool's with "
+            f"outputs) are embedded already; a selector embeds the rest once.")
+
+
 def _count(value: int | None, exact: bool = True) -> str:
     if value is None:
         return "unbounded"

@@ -197,6 +197,8 @@ class RunOptions:
         False, "bert-score's baseline rescaling, (F - b) / (1 - b) clipped at 0 (the local MiniLM's b: "
                "bench/bertscore_baselines/)", flag=True)
     encoder: str = option("auto", "sentence encoder: auto (local MiniLM) | hub id | path")
+    embedding_cache: str = option(
+        "auto", "embeddings kept across runs: auto (BENCH_CACHE_DIR/embeddings.sqlite) | off | a path")
     cache: Path | None = option(None, "SQLite LLM cache (default OUT/cache.sqlite)", parse=Path)
     prices: Path | None = option(
         None, "YAML price table (model -> {input, output} USD per 1M tokens) for the report's costs", parse=Path)

@@ -18,6 +18,7 @@ from typing import Any
 from bench.answering import answer
 from bench.cells import CELL_KEYS, describe_diff, methods_with_rows, set_aside
 from bench.distributed import Dist
+from bench.embedding_cache import resolve as resolve_embedding_cache
 from bench.encoder import Encoder
 from bench.errors import BenchError, BudgetExhausted, ConfigError, FitFailed, unknown_name
 from bench.items import Item
@@ -67,6 +68,7 @@ class RunConfig:
     method_params: dict[str, dict] = field(default_factory=dict)
     bertscore: BertScoreConfig = field(default_factory=BertScoreConfig)
     encoder: str = "auto"
+    embedding_cache: str = "auto"  # --embedding-cache: bench/embedding_cache.py
     cache_path: Path | None = None
     plugins: list[str] = field(default_factory=list)
     progress: bool = True
@@ -374,7 +376,7 @@ class Runner:
         self.bertscore = BertScore(self.cfg.bertscore)
         for task in self.tasks:
             task.bertscore = self.bertscore
-        self.encoder = Encoder(self.cfg.encoder)
+        self.encoder = Encoder(self.cfg.encoder, cache=resolve_embedding_cache(self.cfg.embedding_cache))
         if not self.dist.is_main:
             self.dist.barrier()  # rank 0 creates the cache file first
         self.client, self.selection_client = self._clients()
@@ -418,6 +420,8 @@ class Runner:
 
         meta = {"command": self.cfg.command, "options": self.cfg.options, **environment(),
                 "threads": self.threads.as_dict(), "started": started,
+                "embedding_cache": {"path": str(self.encoder.cache_path) if self.encoder.cache_path else None,
+                                    "texts_served": self.encoder.from_cache},
                 "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")}
         results = build_results(self.out, bertscore=self.bertscore, encoder=self.encoder.name,
                                 llm=self.client.backend.describe(),
@@ -515,9 +519,11 @@ class Runner:
                                "calls and used what it had")
         stop = next((row["stopped_by"] for row in reversed(selector.trace() or []) if isinstance(row, dict)
                      and "stopped_by" in row), None)
-        LOG.info("fit %s on %s: %d selection calls%s%s in %.1f s%s", selector.name, task.name, oracle.calls,
-                 f" of {budget}" if budget else "", f", stopped by {stop}" if stop else "",
-                 seconds, f"; FAILED: {error}" if error else (f"; {len(warnings)} warning(s)" if warnings else ""))
+        LOG.info("fit %s on %s: %d selection calls%s%s in %.1f s%s%s", selector.name, task.name, oracle.calls,
+                 f" of {budget}" if budget else "", f", stopped by {stop}" if stop else "", seconds,
+                 f" ({reused:.1f} s of it embeddings made before, charged at what they took; {seconds - reused:.1f} s "
+                 "now)" if reused >= 1 else "",
+                 f"; FAILED: {error}" if error else (f"; {len(warnings)} warning(s)" if warnings else ""))
         return FitSummary(method=selector.name, task=task.name, level=selector.level,
                           group=selector.table_group or selector.level,
                           selection_seconds=round(seconds, 3), selection_calls=oracle.calls,

@@ -27,6 +27,13 @@ def _idle_machine(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def _own_embedding_cache(monkeypatch, tmp_path_factory):
+    """Each test starts with an empty embedding cache of its own (the user's ~/.cache is never touched), so what
+    a test embeds does not depend on the tests before it."""
+    monkeypatch.setenv("BENCH_EMBEDDING_CACHE", str(tmp_path_factory.mktemp("embeddings") / "embeddings.sqlite"))
+
+
+@pytest.fixture(autouse=True)
 def _reports_compile(request):
     """Every report.tex a test writes compiles with a real LaTeX (where pdflatex is installed: CI installs it)."""
     yield

@@ -65,7 +65,8 @@ class RulesLearner(Backend):
     it answers a query with the code word of a demonstration of the same topic, when the prompt has one, and else
     with the last demonstration's code word (a recency bias: surely wrong, since no demonstration has the query's
     rule). Log-likelihood of a continuation: -0.1 for the word it would answer, -5 for any other; -3 for every
-    word without demonstrations. A prompt's utility is thus 1 exactly when it holds a same-rule demonstration
+    word without demonstrations; a query itself ("Input: ...", TopK+ConE's score) -1 after a demonstration of its
+    topic, else -4. A prompt's utility is thus 1 exactly when it holds a same-rule demonstration
     (the planted answer), whatever the label order."""
 
     model_id = "rules-learner"
@@ -93,10 +94,19 @@ class RulesLearner(Backend):
                 return lines[1][len("Output:"):].strip()
         return demos[-1][1][len("Output:"):].strip()
 
+    def same_topic_shown(self, context: str, query: str) -> bool:
+        """Whether the context holds a demonstration of the query's topic (`query` an "Input: ..." block)."""
+        want = self._topic(query.strip().split("\n")[0][len("Input:"):].strip())
+        return any(self._topic(b.split("\n")[0][len("Input:"):].strip()) == want
+                   for b in context.split("\n\n") if b.startswith("Input:"))
+
     def loglik(self, contexts, continuations):
         self.scored += len(contexts)
         out = []
         for ctx, cont in zip(contexts, continuations):
+            if cont.lstrip().startswith("Input:"):  # a query after demonstrations (TopK+ConE): likelier after its topic
+                out.append(RawLoglik(logprob=-1.0 if self.same_topic_shown(ctx, cont) else -4.0, n_tokens=3))
+                continue
             known = self.answer(ctx)
             value = -3.0 if known is None else (-0.1 if cont.strip() == known else -5.0)
             out.append(RawLoglik(logprob=value, n_tokens=1))

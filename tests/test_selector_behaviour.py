@@ -49,9 +49,11 @@ WEAK_GENERALISATION = {"pirank"}
 SELECTORS = sorted(n for n in available() if n not in SKIP)
 # retrieval without an LLM call: similarity, lexical match, or diversity over the pool
 RETRIEVERS = ("knn", "mmr", "bm25", "dpp", "votek")
+# retrieval re-ranked by the LLM's scores per query (tests/test_cone_mdl.py tests their scores)
+LM_RERANKERS = ("topk-cone", "mdl")
 # per-query choices by a trained model over a fixed set of candidate arms (`candidates_`, `candidate_scores`)
 RANKERS = sorted(n for n in SELECTORS if available()[n].level == "instance" and n not in
-                 (*RETRIEVERS, "udr", "ceil", "case-dynamic"))
+                 (*RETRIEVERS, "udr", "ceil", "case-dynamic", *LM_RERANKERS))
 
 
 def params_for(name: str) -> dict:
@@ -117,7 +119,7 @@ def test_what_is_chosen_beats_most_fixed_sets(name, world, fits):
     assert mean > np.percentile(random_sets, 75), (name, mean, np.percentile(random_sets, [50, 75, 100]))
 
 
-@pytest.mark.parametrize("name", [*RETRIEVERS, "udr", "ceil", "case-dynamic"])
+@pytest.mark.parametrize("name", [*RETRIEVERS, *LM_RERANKERS, "udr", "ceil", "case-dynamic"])
 def test_retrieval_reads_the_query(name, world, fits):
     """Retrieval and per-query bandits pick same-rule demonstrations, so other rules get other sets."""
     task, splits = world

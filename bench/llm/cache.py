@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import threading
-import time
 from pathlib import Path
+
+from bench.wal import open_wal
 
 
 def call_key(kind: str, model_id: str, payload: dict) -> str:
@@ -24,21 +24,8 @@ class CallCache:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
-        # Switching to WAL needs an exclusive lock and ignores the busy timeout: retry while another
-        # process (another rank of the same run) is setting up the same file.
-        for attempt in range(100):
-            try:
-                self._conn.execute("PRAGMA journal_mode=WAL")
-                self._conn.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-                self._conn.commit()
-                break
-            except sqlite3.OperationalError:
-                if attempt == 99:
-                    raise
-                time.sleep(0.1)
+        self._conn = open_wal(self.path, "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
 
     def get_many(self, keys: list[str]) -> dict[str, dict]:
         found: dict[str, dict] = {}
