@@ -212,6 +212,7 @@ class Runner:
         self.out = Path(config.out)
         # an occupied --out fails here, before anything is written (a --dry-run writes nothing and skips it)
         self.cells: dict[str, dict] = {}  # method -> the settings its cells in --out were run with
+        self._oracles: dict[tuple[str, str], RewardOracle] = {}  # (method, task) -> its fit's oracle
         self.superseded: dict[str, dict] = {}  # methods whose cells --resume redoes (their settings changed)
         self.changed: dict[str, str] = {}  # method -> how its settings differ from those its cells were run with
         self.run_methods = self._check_out() if check_out else self.methods
@@ -475,9 +476,27 @@ class Runner:
             if self.dist.is_main:
                 append_jsonl(self.out / FITS, [replace(summary, error=str(exc))])
             return
+        late = self._after_inference(summary, selector)  # a per-query selector's budget or warnings at select time
+        if late is not None and self.dist.is_main:
+            append_jsonl(self.out / FITS, [late])
+            summary = late
         if picked and reuse and not isinstance(selector, ReplaySelector):
             meta = {"method": method, "task": task.name, "selection_llm": self.selection_client.backend.describe()}
             self.store.save(key, meta, asdict(summary), picked, rank=self.dist.rank)
+
+    def _after_inference(self, summary: FitSummary, selector) -> FitSummary | None:
+        """The fit summary again when a per-query selector (TopK+ConE, MDL) ran out of budget or warned while
+        selecting: its row must say so, as a fit's does."""
+        oracle = self._oracles.get((summary.method, summary.task))
+        late = [w for w in selector.fit_warnings if w not in summary.warnings]
+        exhausted = oracle is not None and oracle.budget_exhausted and not summary.budget_exhausted
+        if not late and not exhausted:
+            return None
+        warnings = list(summary.warnings) + late
+        if exhausted:
+            warnings.insert(0, f"stopped at its budget of {summary.budget} selection calls while selecting per "
+                               "query, and used what it had")
+        return replace(summary, warnings=warnings, budget_exhausted=summary.budget_exhausted or exhausted)
 
     @staticmethod
     def _covers(saved, test) -> bool:
@@ -489,6 +508,7 @@ class Runner:
         cap = (f"--method-budget {selector.name}={budget}" if selector.name in self.cfg.method_budgets
                else f"--llm-budget {budget}")
         oracle = RewardOracle(self.selection_client, task, selector.name, self.bertscore, budget=budget)
+        self._oracles[(selector.name, task.name)] = oracle  # read again after inference (_after_inference)
         ctx = FitContext(task=task, pool=splits.pool, validation=splits.validation, encoder=self.encoder,
                          oracle=oracle, seed=self.cfg.seed, k=selector.k, budget=budget)
         LOG.info("fit %s on %s%s", selector.name, task.name,

@@ -140,3 +140,22 @@ def test_mdl_on_a_task_without_labels_keeps_the_k_most_similar_and_says_so(world
     q = splits.test[0]
     assert mdl.select(q) == mdl.candidate_sets(q)[0] and oracle.calls == 0
     assert "no label words" in mdl.fit_warnings[0]
+
+
+def test_a_budget_spent_while_selecting_per_query_marks_the_row(tmp_path, data_dir, monkeypatch):
+    """TopK+ConE spends its budget in select(), after its fit's summary was written: the result row still says the
+    budget ran out, with the selector's own warning."""
+    import json
+
+    import bench.runner as runner_mod
+    from bench.cli import main
+
+    monkeypatch.setattr(runner_mod, "make_backend", lambda spec: RulesLearner())
+    out = tmp_path / "run"
+    assert main(["--methods", "topk-cone,knn", "--tasks", "rules", "--n-test", "8", "--n-val", "2", "--pool-size",
+                 "60", "--k", "3", "--llm-budget", "12", "--param", "topk-cone.candidates=5", "--llm", "gemma3-270m",
+                 "--out", str(out), "--no-progress", "--scoring", "rank"]) in (0, 3)
+    rows = {r["method"]: r for r in json.loads((out / "results.json").read_text())["runs"]}
+    assert rows["topk-cone"]["budget_exhausted"] and not rows["knn"]["budget_exhausted"]
+    assert any("TopK" in w for w in rows["topk-cone"]["warnings"])
+    assert rows["topk-cone"]["llm_calls"]["selection"] == 10  # two queries' 5 candidates; the third did not fit
