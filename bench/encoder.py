@@ -134,6 +134,25 @@ class Encoder:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([self._memo[t] for t in texts])
 
+    def token_embeddings(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Each text's token vectors (the encoder's last layer, [CLS] and [SEP] left out, each row L2-normalised),
+        for token-level selectors (Set-BSR); memoised for the run, their time counted as embedding time."""
+        memo = self.__dict__.setdefault("_token_memo", {})
+        missing = sorted({t for t in texts if t not in memo})
+        if missing:
+            began = time.perf_counter()
+            (LOG.info if len(missing) >= 100 else LOG.debug)("embedding the tokens of %d texts with %s", len(missing),
+                                                             self.name)
+            for start in range(0, len(missing), ENCODE_CHUNK):
+                chunk = missing[start:start + ENCODE_CHUNK]
+                rows = self._load().encode(chunk, batch_size=self.batch_size, output_value="token_embeddings",
+                                           show_progress_bar=False)
+                for text, row in zip(chunk, rows):
+                    vectors = row.float().numpy()[1:-1] if len(row) > 2 else row.float().numpy()
+                    memo[text] = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+            self.seconds += time.perf_counter() - began
+        return [memo[t] for t in texts]
+
     def encode_items(self, items: Sequence[Item], with_output: bool = False) -> np.ndarray:
         return self.encode([item_text(it, with_output) for it in items])
 

@@ -48,7 +48,7 @@ SKIP = {"zero-shot": "no demonstrations: nothing to choose", "few-shot": "a seed
 WEAK_GENERALISATION = {"pirank"}
 SELECTORS = sorted(n for n in available() if n not in SKIP)
 # retrieval without an LLM call: similarity, lexical match, or diversity over the pool
-RETRIEVERS = ("knn", "mmr", "bm25", "dpp", "votek")
+RETRIEVERS = ("knn", "mmr", "bm25", "dpp", "votek", "set-bsr")
 # retrieval re-ranked by the LLM's scores per query (tests/test_cone_mdl.py tests their scores)
 LM_RERANKERS = ("topk-cone", "mdl")
 # per-query choices by a trained model over a fixed set of candidate arms (`candidates_`, `candidate_scores`)
