@@ -159,3 +159,67 @@ def test_a_budget_spent_while_selecting_per_query_marks_the_row(tmp_path, data_d
     assert rows["topk-cone"]["budget_exhausted"] and not rows["knn"]["budget_exhausted"]
     assert any("TopK" in w for w in rows["topk-cone"]["warnings"])
     assert rows["topk-cone"]["llm_calls"]["selection"] == 10  # two queries' 5 candidates; the third did not fit
+
+
+class FlatLearner(RulesLearner):
+    """Every query equally likely after any demonstration: ConE ties everywhere."""
+
+    def loglik(self, contexts, continuations):
+        return [RawLoglik(-2.0, 3) if c.lstrip().startswith("Input:") else r
+                for c, r in zip(continuations, super().loglik(contexts, continuations))]
+
+
+def test_topk_cone_ties_keep_similarity_order_and_it_reports_what_it_did(world, encoder):
+    """All scores tied: the k most similar, most similar last (a stable sort over 60 candidates); select_info,
+    scale and the dry run's bound say what ran; the budget message names the fallback."""
+    task, splits = world
+    cone, _ = fit(TopKConE(k=K, candidates=60), world, encoder, learner=FlatLearner())
+    query = splits.test[2]
+    near = [cone.pool_[i] for i in np.argsort(-cone.query_similarities(query), kind="stable")[:K]]
+    assert cone.select(query) == near[::-1]
+    assert cone.select_info() == {"candidates": 60, "cone_best": 2.0}
+    assert cone.scale() == {"candidates a query": 60, "authors' scale": "30 candidates, k 8, Llama-2-7B scoring"}
+    assert cone.selection_call_bound(4, 7) == 60 * 7
+    assert TopKConE(k=5, candidates=5).candidates == 5  # as many candidates as k is allowed
+    spent, _ = fit(TopKConE(k=K, candidates=10), world, encoder, budget=5)
+    spent.select(query)
+    assert spent.select_info() == {"candidates": 10, "budget_exhausted": True}
+    assert spent.fit_warnings == ["topk-cone: --llm-budget ran out; later queries use the k most similar (TopK)"]
+
+
+def test_mdl_reports_what_it_did_scores_labels_after_a_space_and_checks_its_settings(world, encoder):
+    task, splits = world
+    seen = []
+
+    class Recording(SureOnlyWithItsRule):
+        def loglik(self, contexts, continuations):
+            seen.extend(continuations)
+            return super().loglik(contexts, continuations)
+
+    mdl, _ = fit(MDL(k=K, candidates=20, sets=3), world, encoder, learner=Recording())
+    query = splits.test[0]
+    chosen = mdl.select(query)
+    info = mdl.select_info()
+    sets = mdl.candidate_sets(query)
+    assert chosen == sets[info["chosen_set"]] and info["sets"] == 3
+    assert info["entropy"] == pytest.approx(min(mdl.label_entropy(s, query) for s in sets))
+    assert sorted(set(seen)) == sorted(" " + w for w in task.choice_words())  # " alpha": after "Output:"
+    assert mdl.scale() == {"candidates a query": 20, "sets a query": 3,
+                           "authors' scale": "30 candidates, 10 sets, k 8, GPT-2 XL scoring"}
+    assert mdl.selection_call_bound(2, 5) == 3 * len(task.choice_words()) * 5
+    spent, _ = fit(MDL(k=K, candidates=20, sets=3), world, encoder, learner=SureOnlyWithItsRule(), budget=2)
+    assert spent.select(query) == spent.candidate_sets(query)[0]
+    assert spent.select_info() == {"sets": 3, "budget_exhausted": True}
+    assert spent.fit_warnings == ["mdl: --llm-budget ran out; later queries use the k most similar set (TopK)"]
+    plain, _ = fit(MDL(k=K), world, encoder, task=make_task("gsm8k"))
+    plain.select(query)
+    assert plain.select_info() == {"sets": 1}
+    assert plain.fit_warnings == ["mdl: task gsm8k has no label words to take an entropy over: the k most similar set "
+                                  "(TopK) is used"]
+    assert MDL(k=5, candidates=5, sets=1).sets == 1  # the bounds themselves are allowed
+    for bad in ({"k": 5, "candidates": 4}, {"sets": 0}):
+        with pytest.raises(ConfigError, match=r"mdl: candidates \(\d+\) must be at least k \(\d+\) and sets"):
+            MDL(**bad)
+    unseen = MDL(k=K)
+    unseen.check_task(task)
+    assert unseen.selection_call_bound(2, 5) == 10 * len(task.choice_words()) * 5  # the dry run's bound, before fit
