@@ -68,6 +68,7 @@ def test_topk_cone_orders_by_its_score_the_best_last_and_ties_by_similarity(worl
     assert np.allclose(scores, [1.0 if d.answer == query.answer else 4.0 for d in near])  # -log p(query | d)
     expected = [near[i] for i in np.argsort(scores, kind="stable")[:K]][::-1]
     assert cone.select(query) == expected
+    assert cone.select_info() == {"candidates": 10, "cone_best": float(scores.min())}
     with pytest.raises(ConfigError, match="candidates"):
         TopKConE(k=5, candidates=3)
 
@@ -223,3 +224,26 @@ def test_mdl_reports_what_it_did_scores_labels_after_a_space_and_checks_its_sett
     unseen = MDL(k=K)
     unseen.check_task(task)
     assert unseen.selection_call_bound(2, 5) == 10 * len(task.choice_words()) * 5  # the dry run's bound, before fit
+
+
+def test_mdl_scores_a_label_without_a_space_after_a_prompt_that_ends_in_one(world, encoder):
+    """A chat template's assistant turn ends in whitespace: the label follows it directly, as ranked labels do."""
+    from types import SimpleNamespace
+
+    task, splits = world
+    seen = []
+
+    class Recording(RulesLearner):
+        def loglik(self, contexts, continuations):
+            seen.extend(continuations)
+            return super().loglik(contexts, continuations)
+
+    mdl, _ = fit(MDL(k=K, candidates=8, sets=1), world, encoder, learner=Recording())
+    mdl.ctx_ = SimpleNamespace(task=SimpleNamespace(prefix=task.prefix, format_query=lambda q: "Question\n"),
+                               oracle=mdl.ctx_.oracle, seed=0)
+    mdl.label_entropy(splits.pool[:2], splits.test[0])
+    assert seen and all(not c.startswith(" ") for c in seen)
+    seen.clear()
+    mdl.ctx_.task.format_query = lambda q: "Question:"
+    mdl.label_entropy(splits.pool[:2], splits.test[0])
+    assert all(c.startswith(" ") and not c.startswith("  ") for c in seen)
