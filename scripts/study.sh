@@ -46,12 +46,13 @@ RQ2_CELLS=(zero-shot:2 few-shot:2 lens:26 explora:10 bridge:5 case-static:15 dea
   pirank:4 pirank@dearicl-data:3 neuralndcg:4 neuralndcg@dearicl-data:3 listnet:4 listnet@dearicl-data:3
   ndcgloss2pp:4 ndcgloss2pp@dearicl-data:3 neuralndcg-norm:4 neuralndcg-norm@dearicl-data:3
   dearicl-dynamic:3 dearicl-noexplore:5 dearicl-random:5 lucb-static:18 dearicl-pac-static:18
-  dearicl-pac-dynamic:20 case-dynamic:30 udr@dearicl-data:115 udr:50)
+  dearicl-pac-dynamic:20 case-dynamic:30 udr@dearicl-data:115 udr:50
+  set-bsr:5 mdl:5 topk-cone:60)  # the last three: added 2026-11-29, not yet run in the study (estimates)
 RQ2_LONG=15   # a cell of at least this many minutes runs (and is published) on its own
 RQ2_BATCH=30  # short cells are published at least this often (minutes)
 # cells that select per test item (records are written item by item): a cut run keeps its finished items, so they
 # start whenever BY_ITEM_MIN minutes are left and the next session goes on from there
-RQ2_BY_ITEM=" case-dynamic "
+RQ2_BY_ITEM=" case-dynamic topk-cone "
 BY_ITEM_MIN=10
 CASE_DYNAMIC_CAP=26000  # 13 pulls x 10 validation items x 200 queries: every query's pulls, were none shared
 # cells published with settings changed since (configs/study.yaml): not done until a --resume has set their old
