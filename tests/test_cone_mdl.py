@@ -188,16 +188,21 @@ def test_topk_cone_ties_keep_similarity_order_and_it_reports_what_it_did(world, 
     assert spent.fit_warnings == ["topk-cone: --llm-budget ran out; later queries use the k most similar (TopK)"]
 
 
-def test_mdl_reports_what_it_did_scores_labels_after_a_space_and_checks_its_settings(world, encoder):
-    task, splits = world
-    seen = []
+def recording(learner: type, seen: list) -> RulesLearner:
+    """`learner` that also keeps every continuation it scores in `seen`."""
 
-    class Recording(SureOnlyWithItsRule):
+    class Recording(learner):
         def loglik(self, contexts, continuations):
             seen.extend(continuations)
             return super().loglik(contexts, continuations)
 
-    mdl, _ = fit(MDL(k=K, candidates=20, sets=3), world, encoder, learner=Recording())
+    return Recording()
+
+
+def test_mdl_reports_what_it_did_scores_labels_after_a_space_and_checks_its_settings(world, encoder):
+    task, splits = world
+    seen = []
+    mdl, _ = fit(MDL(k=K, candidates=20, sets=3), world, encoder, learner=recording(SureOnlyWithItsRule, seen))
     query = splits.test[0]
     chosen = mdl.select(query)
     info = mdl.select_info()
@@ -232,13 +237,7 @@ def test_mdl_scores_a_label_without_a_space_after_a_prompt_that_ends_in_one(worl
 
     task, splits = world
     seen = []
-
-    class Recording(RulesLearner):
-        def loglik(self, contexts, continuations):
-            seen.extend(continuations)
-            return super().loglik(contexts, continuations)
-
-    mdl, _ = fit(MDL(k=K, candidates=8, sets=1), world, encoder, learner=Recording())
+    mdl, _ = fit(MDL(k=K, candidates=8, sets=1), world, encoder, learner=recording(RulesLearner, seen))
     mdl.ctx_ = SimpleNamespace(task=SimpleNamespace(prefix=task.prefix, format_query=lambda q: "Question\n"),
                                oracle=mdl.ctx_.oracle, seed=0)
     mdl.label_entropy(splits.pool[:2], splits.test[0])
