@@ -89,10 +89,13 @@ class EmbeddingCache:
 
     def count(self, texts: list[str] | None = None) -> int:
         """Vectors of this encoder held (of `texts`, when given)."""
-        if texts is not None:
-            return len(self.get_many(texts))
+        keys = None if texts is None else sorted({text_key(t) for t in texts})
         with self._lock:
-            return self._conn.execute("SELECT COUNT(*) FROM vectors WHERE encoder = ?", [self.encoder]).fetchone()[0]
+            if keys is None:
+                return self._conn.execute("SELECT COUNT(*) FROM vectors WHERE encoder = ?", [self.encoder]).fetchone()[0]
+            return sum(self._conn.execute(  # counted in SQLite: no vector is read
+                f"SELECT COUNT(*) FROM vectors WHERE encoder = ? AND key IN ({','.join('?' * len(chunk))})",
+                [self.encoder, *chunk]).fetchone()[0] for chunk in (keys[i:i + 500] for i in range(0, len(keys), 500)))
 
     def close(self) -> None:
         with self._lock:

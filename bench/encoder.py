@@ -49,6 +49,7 @@ class Encoder:
         self.cache_path = cache
         self._cache = None  # opened at the first encode, so a dry run or a failed setup creates no file
         self.from_cache = 0  # texts served by the persistent cache this run (not embedded again)
+        self._token_memo: dict[str, np.ndarray] = {}  # text -> its token vectors (token_embeddings)
 
     @property
     def name(self) -> str:
@@ -137,7 +138,7 @@ class Encoder:
     def token_embeddings(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Each text's token vectors (the encoder's last layer, [CLS] and [SEP] left out, each row L2-normalised),
         for token-level selectors (Set-BSR); memoised for the run, their time counted as embedding time."""
-        memo = self.__dict__.setdefault("_token_memo", {})
+        memo = self._token_memo
         missing = sorted({t for t in texts if t not in memo})
         if missing:
             began = time.perf_counter()

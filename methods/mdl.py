@@ -35,11 +35,11 @@ from scipy.stats import entropy
 from bench.errors import BudgetExhausted, ConfigError
 from bench.items import Item
 from methods.base import FitContext, register
-from methods.knn import KNN
+from methods.retrieval_base import NearestCandidates
 
 
 @register("mdl")
-class MDL(KNN):
+class MDL(NearestCandidates):
     level = "instance"
     table_group = "instance"
     needs_loglik = True
@@ -67,7 +67,7 @@ class MDL(KNN):
         return self
 
     def candidate_sets(self, query: Item) -> list[list[Item]]:
-        near = [self.pool_[i] for i in np.argsort(-self.query_similarities(query), kind="stable")[: self.candidates]]
+        near = self.nearest(query, self.candidates)
         rng = random.Random(f"{self.ctx_.seed}:mdl:{query.id}")
         return [near[: self.k][::-1]] + [rng.sample(near, self.k) for _ in range(self.sets - 1)]
 

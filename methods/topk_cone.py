@@ -26,11 +26,11 @@ import numpy as np
 from bench.errors import BudgetExhausted, ConfigError
 from bench.items import Item
 from methods.base import FitContext, register
-from methods.knn import KNN
+from methods.retrieval_base import NearestCandidates
 
 
 @register("topk-cone")
-class TopKConE(KNN):
+class TopKConE(NearestCandidates):
     level = "instance"
     table_group = "instance"
     needs_loglik = True
@@ -54,8 +54,7 @@ class TopKConE(KNN):
         return -np.asarray(self.ctx_.oracle.loglik(contexts, [task.format_query(query)] * len(candidates)), dtype=float)
 
     def select(self, query: Item) -> list[Item]:
-        near = np.argsort(-self.query_similarities(query), kind="stable")[: self.candidates]
-        candidates = [self.pool_[i] for i in near]
+        candidates = self.nearest(query, self.candidates)
         try:
             scores = self.cone(candidates, query)
         except BudgetExhausted:  # --llm-budget spent: this query keeps the k most similar (TopK), and the row says so
