@@ -177,6 +177,10 @@ class UDRTraining:
         contrast = F.cross_entropy(logits, torch.as_tensor(owners))
         return self.rank_loss_factor * rank + contrast
 
+    def encoders(self, base_model, copy) -> tuple[object, object]:
+        """Fresh query and candidate encoders (UDR's and EPR's two BERTs); a subclass may share one."""
+        return copy(base_model), copy(base_model)
+
     def train(self, base_model, lists: list[ScoredList], seed: int) -> tuple[object, object, list[float]]:
         """Fresh query and candidate encoders from `base_model`, trained on the lists; mean loss per epoch."""
         import copy
@@ -185,8 +189,8 @@ class UDRTraining:
 
         torch.manual_seed(seed)
         rng = np.random.default_rng(seed)
-        q_model, c_model = copy.deepcopy(base_model), copy.deepcopy(base_model)
-        params = list(q_model.parameters()) + list(c_model.parameters())
+        q_model, c_model = self.encoders(base_model, copy.deepcopy)
+        params = list({id(p): p for p in [*q_model.parameters(), *c_model.parameters()]}.values())
         optimiser = torch.optim.AdamW(params, lr=self.lr, eps=1e-8, weight_decay=0.0)
         lists = [scored for scored in lists if len(scored.keys) >= 2]
         steps = self.epochs * -(-len(lists) // self.batch_queries)
@@ -222,23 +226,27 @@ class UDR(Selector):
                  top_sample: int = 1, top_k: int = 5, rank_loss_factor: float = 4.0, scale: float = 20.0,
                  warmup: float = 0.1, grad_clip: float = 2.0):
         super().__init__(k)
+        self.set_mining(n_train_queries, n_candidates, bm25_field, rounds)
+        self.training = UDRTraining(epochs, lr, batch_queries, sample_size, top_sample, top_k, rank_loss_factor,
+                                    scale, warmup, grad_clip)
+        self.training.validate(self.name)
+
+    def set_mining(self, n_train_queries: int, n_candidates: int, bm25_field: str, rounds: int) -> None:
+        """The training queries, BM25 candidates and mining rounds (shared with EPR and DQ-LoRe), validated."""
         for name, value, low in (("n_train_queries", n_train_queries, 1), ("n_candidates", n_candidates, 2),
                                  ("rounds", rounds, 1)):
             if not isinstance(value, int) or value < low:
-                raise ConfigError(f"udr: {name} must be an integer >= {low}, got {value!r}")
+                raise ConfigError(f"{self.name}: {name} must be an integer >= {low}, got {value!r}")
         if bm25_field not in BM25_FIELDS:
-            raise ConfigError(f"udr: bm25_field must be one of {', '.join(BM25_FIELDS)}, got {bm25_field!r}")
+            raise ConfigError(f"{self.name}: bm25_field must be one of {', '.join(BM25_FIELDS)}, got {bm25_field!r}")
         self.n_train_queries, self.n_candidates, self.bm25_field, self.rounds = (n_train_queries, n_candidates,
                                                                                  bm25_field, rounds)
-        self.training = UDRTraining(epochs, lr, batch_queries, sample_size, top_sample, top_k, rank_loss_factor,
-                                    scale, warmup, grad_clip)
-        self.training.validate("udr")
 
     # ---- fit ------------------------------------------------------------------------------------
     def fit(self, ctx: FitContext) -> UDR:
         self.check_pool(ctx)
         if len(ctx.pool) < 3:
-            raise ConfigError(f"udr needs a pool of at least 3 items, got {len(ctx.pool)}")
+            raise ConfigError(f"{self.name} needs a pool of at least 3 items, got {len(ctx.pool)}")
         self.pool_ = list(ctx.pool)
         self.by_id_ = {it.id: it for it in self.pool_}
         self.lm_scores_: dict[tuple[str, str], float] = {}
@@ -257,7 +265,7 @@ class UDR(Selector):
                 self.remine(ctx, queries)
             lists = self.scored_lists(queries)
             if not lists:
-                raise FitFailed("udr: no training query was scored by the LM before --llm-budget ended, so the "
+                raise FitFailed(f"{self.name}: no training query was scored by the LM before --llm-budget ended, so the "
                                 "retriever would be the untuned encoder (KNN); raise the budget")
             self.q_model_, self.c_model_, losses = self.training.train(base, lists, ctx.seed + round_)
             self.round_losses_.append(losses)
@@ -323,10 +331,14 @@ class UDR(Selector):
         for query in queries:
             scored = [c for c in self.candidates_of_[query.id] if (query.id, c.id) in self.lm_scores_]
             if len(scored) >= 2:
-                lists.append(ScoredList(item_text(query), [c.id for c in scored],
+                lists.append(ScoredList(self.training_text(query), [c.id for c in scored],
                                         [(item_text(c, with_output=True),) for c in scored],
                                         np.array([self.lm_scores_[(query.id, c.id)] for c in scored])).sorted())
         return lists
+
+    def training_text(self, query: Item) -> str:
+        """A training query as the query encoder reads it: its input (DQ-LoRe adds the gold chain of thought)."""
+        return item_text(query)
 
     def remine(self, ctx: FitContext, queries: Sequence[Item]) -> None:
         """UDR's iterative mining: the round's retriever proposes candidates; new pairs are scored and merged."""

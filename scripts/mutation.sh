@@ -63,7 +63,8 @@ EOF
     # the behavioural tests and the selector unit-test files, each narrowed to the tests naming these selectors
     files=$(cd "$ROOT" && ls tests/test_selector_behaviour.py tests/test_selectors.py tests/test_bandit_selectors.py \
             tests/test_lens_explora.py tests/test_ltr.py tests/test_udr.py tests/test_bridge.py tests/test_retrievers.py \
-            tests/test_ceil.py tests/test_cone_mdl.py tests/test_set_bsr.py 2>/dev/null)
+            tests/test_ceil.py tests/test_cone_mdl.py tests/test_set_bsr.py tests/test_epr.py \
+            tests/test_dq_lore.py tests/test_influence.py 2>/dev/null)
     tests="$(printf '"%s", ' $files)\"-m\", \"not slow\", \"-k\", \"${names}\""
   else
     # MUTATION_TEST_FILES narrows the importers to the listed files (a module whose importers include slow tests)

@@ -47,7 +47,8 @@ RQ2_CELLS=(zero-shot:2 few-shot:2 lens:26 explora:10 bridge:5 case-static:15 dea
   ndcgloss2pp:4 ndcgloss2pp@dearicl-data:3 neuralndcg-norm:4 neuralndcg-norm@dearicl-data:3
   dearicl-dynamic:3 dearicl-noexplore:5 dearicl-random:5 lucb-static:18 dearicl-pac-static:18
   dearicl-pac-dynamic:20 case-dynamic:30 udr@dearicl-data:115 udr:50
-  set-bsr:5 mdl:5 topk-cone:60)  # the last three: added 2026-11-29, not yet run in the study (estimates)
+  set-bsr:5 mdl:5 topk-cone:60 epr:40 dq-lore:45 influence:20)  # the last six: added 2026-11-29, not yet run in
+  # the study (estimates: epr and dq-lore train on 1000 log-likelihood calls as a UDR round; influence 1000 pulls)
 RQ2_LONG=15   # a cell of at least this many minutes runs (and is published) on its own
 RQ2_BATCH=30  # short cells are published at least this often (minutes)
 # cells that select per test item (records are written item by item): a cut run keeps its finished items, so they

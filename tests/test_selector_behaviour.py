@@ -14,6 +14,7 @@ import inspect
 import json
 import os
 import random
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +38,9 @@ PARAMS = {
     "explora": {"n_arms": 24, "iterations": 4, "u_size": 6, "v_size": 3},
     "bridge": {"n_candidates": 24, "n_init": 6, "n_iter": 14, "rounds": 1},
     "udr": {"n_train_queries": 16, "n_candidates": 8, "rounds": 1, "epochs": 2},
+    "influence": {"n_candidates": 48, "n_subsets": 60, "subset_size": K},
+    "dq-lore": {"n_train_queries": 16, "n_candidates": 8, "epochs": 3, "batch_queries": 8},
+    "epr": {"n_train_queries": 16, "n_candidates": 8, "epochs": 3, "batch_queries": 8},
     "ceil": {"n_train_queries": 16, "n_subsets": 8, "epochs": 2},
     "case-dynamic": {**BANDIT, "pulls_per_query": 6},
     "udr@dearicl-data": {**BANDIT, "epochs": 2},
@@ -46,14 +50,20 @@ SKIP = {"zero-shot": "no demonstrations: nothing to choose", "few-shot": "a seed
 # PiRank's loss fits its training slates but ranks unseen queries alike (methods/pirank.py, "Measured behaviour"):
 # on its own data its choice is no better than a fixed set, so only its query dependence and training order count
 WEAK_GENERALISATION = {"pirank"}
+# In-context influences score demonstrations one at a time: here its k picks are all of the rules most frequent
+# among the 12 validation items, redundant as a set (measured: 0.425 on the test items, random sets' median 0.625);
+# tests/test_influence.py tests that it follows the validation items
+ONE_AT_A_TIME = {"influence"}
 SELECTORS = sorted(n for n in available() if n not in SKIP)
 # retrieval without an LLM call: similarity, lexical match, or diversity over the pool
 RETRIEVERS = ("knn", "mmr", "bm25", "dpp", "votek", "set-bsr")
 # retrieval re-ranked by the LLM's scores per query (tests/test_cone_mdl.py tests their scores)
 LM_RERANKERS = ("topk-cone", "mdl")
+# dense retrievers trained on LM scores of BM25 candidates (tests/test_udr.py, tests/test_epr.py test their training)
+TRAINED_RETRIEVERS = ("udr", "epr", "dq-lore")
 # per-query choices by a trained model over a fixed set of candidate arms (`candidates_`, `candidate_scores`)
 RANKERS = sorted(n for n in SELECTORS if available()[n].level == "instance" and n not in
-                 (*RETRIEVERS, "udr", "ceil", "case-dynamic", *LM_RERANKERS))
+                 (*RETRIEVERS, *TRAINED_RETRIEVERS, "ceil", "case-dynamic", *LM_RERANKERS))
 
 
 def params_for(name: str) -> dict:
@@ -112,14 +122,17 @@ def test_what_is_chosen_beats_most_fixed_sets(name, world, fits):
     random_sets = random_utilities(splits)
     if selector.level == "task":
         assert len({tuple(d.id for d in c) for c in chosen}) == 1  # one set for every query
-    if name in WEAK_GENERALISATION:
+    if name in ONE_AT_A_TIME:  # its picks are of the rules the validation items hold most
+        frequency = Counter(q.answer for q in splits.validation)
+        assert min(frequency[d.answer] for d in chosen[0]) >= sorted(frequency.values())[-3], (frequency, chosen[0])
+    if name in WEAK_GENERALISATION or name in ONE_AT_A_TIME:
         return
     # random sets: median 0.625, 75th percentile 0.70, best 0.825; a search or ranker turned upside down lands
     # near the bottom, one that does nothing near the median
     assert mean > np.percentile(random_sets, 75), (name, mean, np.percentile(random_sets, [50, 75, 100]))
 
 
-@pytest.mark.parametrize("name", [*RETRIEVERS, *LM_RERANKERS, "udr", "ceil", "case-dynamic"])
+@pytest.mark.parametrize("name", [*RETRIEVERS, *LM_RERANKERS, *TRAINED_RETRIEVERS, "ceil", "case-dynamic"])
 def test_retrieval_reads_the_query(name, world, fits):
     """Retrieval and per-query bandits pick same-rule demonstrations, so other rules get other sets."""
     task, splits = world
@@ -192,7 +205,7 @@ def test_the_final_choice_keeps_the_best_rescored_arm(name, world, fits):
 
 
 @pytest.mark.parametrize("name", [n for n in SELECTORS if available()[n].level == "task"
-                                  and n not in ("lens", "bridge")])
+                                  and n not in ("lens", "bridge", *ONE_AT_A_TIME)])
 def test_a_task_level_search_ends_on_one_of_its_best_arms(name, world, fits):
     """Among the arms the search chose from (planted validation utility: 0.58 to 0.75 here), the chosen one is in
     the top quarter: a search or final choice that pursues the worst arms ends below it. (Random K-sets are a weak

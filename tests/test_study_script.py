@@ -164,7 +164,7 @@ def test_rq2_cells_are_every_selector_of_methods_all_with_both_ltr_data_sources(
     from bench.runner import expand_methods
 
     cells = _rq2_cells()
-    assert len(cells) == len(set(cells)) == 35
+    assert len(cells) == len(set(cells)) == 38
     assert set(cells) == set(expand_methods(["all"], ("own", "dearicl")))
 
 

@@ -1,0 +1,94 @@
+"""In-context influences (methods/influence.py) on the `rules` task, answered by the ideal in-context learner
+(tests/fakes.py): the influence arithmetic, the label-balanced subsets, and that the choice follows the validation
+items (demonstrations of the rules they need), not the pool."""
+import random
+
+import numpy as np
+import pytest
+
+from bench.errors import ConfigError, FitFailed
+from bench.llm import LLMClient
+from bench.oracle import RewardOracle
+from bench.tasks import make_task
+from fakes import RulesLearner
+from methods.base import FitContext
+from methods.influence import InContextInfluence, draw_subset, influences
+
+K = 4
+
+
+@pytest.fixture(scope="module")
+def world():
+    task = make_task("rules").configure()
+    return task, task.load_splits(None, n_test=20, n_val=40, pool_size=160, seed=0)
+
+
+def fit(world, encoder, validation, budget=None, **params):
+    task, splits = world
+    oracle = RewardOracle(LLMClient(RulesLearner()), task, "influence", bertscore=None, budget=budget)
+    ctx = FitContext(task=task, pool=splits.pool, validation=validation, encoder=encoder, oracle=oracle, seed=0, k=K,
+                     budget=budget)
+    params = {"n_candidates": 48, "n_subsets": 72, "subset_size": K, **params}
+    return InContextInfluence(k=K, **params).fit(ctx), oracle
+
+
+def test_influence_is_mean_accuracy_with_minus_without_and_zero_when_a_side_is_empty():
+    members = np.array([[0, 1], [1, 2], [0, 2]])
+    accuracy = np.array([0.9, 0.3, 0.6])
+    got = influences(members, accuracy, 4)
+    assert got == pytest.approx([(0.9 + 0.6) / 2 - 0.3, (0.9 + 0.3) / 2 - 0.6, (0.3 + 0.6) / 2 - 0.9, 0.0])
+    assert influences(np.array([[0], [0]]), np.array([0.2, 0.8]), 1) == pytest.approx([0.0])  # in every subset
+
+
+def test_subsets_are_label_balanced_on_labelled_tasks_and_uniform_otherwise(world):
+    task, splits = world
+    rng = random.Random(0)
+    candidates = splits.pool[:64]
+    seen = set()
+    for _ in range(200):
+        subset = draw_subset(candidates, 10, task.labels, rng)
+        counts = np.bincount([task.labels.index(candidates[i].answer) for i in subset], minlength=8)
+        assert len(set(subset)) == 10 and sorted(counts)[-2:] == [2, 2] and set(counts) == {1, 2}
+        seen |= {task.labels[j] for j in np.flatnonzero(counts == 2)}
+    assert seen == set(task.labels)  # the remainder goes to random labels, not always the first ones
+    plain = [draw_subset(candidates, 3, (), rng) for _ in range(300)]
+    assert {i for s in plain for i in s} == set(range(64)) and all(len(set(s)) == 3 for s in plain)
+
+
+def test_the_choice_is_the_rules_the_validation_items_need(world, encoder):
+    """Validation items of two rules: their demonstrations raise accuracy, any other takes a slot; the k chosen
+    are of those two rules, most influential last. Other validation rules, other demonstrations."""
+    task, splits = world
+    for rules in (("alpha", "bravo"), ("golf", "hotel")):
+        validation = [q for q in splits.validation + splits.test if q.answer in rules][:12]
+        selector, oracle = fit(world, encoder, validation)
+        chosen = selector.select(splits.test[0])
+        assert {d.answer for d in chosen} <= set(rules), (rules, [d.answer for d in chosen])
+        assert oracle.calls == 72 * len(validation)
+        assert not {d.id for d in chosen} & {q.id for q in validation + splits.test}
+        ranked = [selector.influence_[selector.candidates_.index(d)] for d in chosen]
+        assert ranked == sorted(ranked) and ranked[-1] == selector.influence_.max()
+        assert selector.scale()["appearances a candidate"] == pytest.approx(72 * 4 / 48)
+
+
+def test_a_budget_keeps_the_subsets_evaluated_and_says_so(world, encoder):
+    validation = world[1].validation[:5]
+    selector, oracle = fit(world, encoder, validation, budget=5 * 10 + 3)
+    assert len(selector.accuracy_) == 10 and oracle.calls == 50
+    assert any("10 of 72 subsets" in w for w in selector.fit_warnings)
+    with pytest.raises(FitFailed, match="raise the budget"):
+        fit(world, encoder, validation, budget=3)
+
+
+@pytest.mark.parametrize("params", [{"n_candidates": 0}, {"n_subsets": 1.5}, {"subset_size": 0}])
+def test_bad_parameters_are_config_errors(params):
+    with pytest.raises(ConfigError, match="^influence: "):
+        InContextInfluence(**params)
+
+
+def test_too_few_candidates_or_no_validation_is_a_config_error(world):
+    task, _ = world
+    with pytest.raises(ConfigError, match="must outnumber"):
+        InContextInfluence(k=5, n_candidates=5).check_splits(task, 100, 10)
+    with pytest.raises(ConfigError, match="--n-val"):
+        InContextInfluence(k=5, subset_size=5).check_splits(task, 100, 0)
