@@ -130,26 +130,17 @@ def cmd_run(argv: list[str]) -> int:
     from bench.distributed import init
     from bench.runner import Runner
 
-    config = run_config(RunOptions.from_args(args, from_file.params), shlex.join(["python", "-m", "bench", "run", *argv]))
+    options = RunOptions.from_args(args, from_file.params)
+    command = shlex.join(["python", "-m", "bench", "run", *argv])
+    if options.k_sweep:
+        return run_k_sweep(options, command, args)
+    config = run_config(options, command)
     out = config.out
     bare = args.methods is None
     if bare:  # a bare run is a question, not an hour of work: show the demo's plan
         config.methods = list(DEMO_METHODS)
     if args.dry_run or bare:
-        from bench.plan import embedding_cache_line, plan, rates_for, render_plan, token_counter
-
-        if any(rate is not None and rate <= 0 for rate in (args.tokens_per_second, args.prefill_tokens_per_second)):
-            raise ConfigError("--tokens-per-second and --prefill-tokens-per-second must be > 0")
-        from bench.llm.registry import check_llm_at_hand
-
-        for spec in {config.llm.name: config.llm, config.oracle_llm.name: config.oracle_llm}.values():
-            check_llm_at_hand(spec)  # the weights, as the run's first step checks them
-        rates = rates_for(config.llm, args.prefill_tokens_per_second, args.tokens_per_second)
-        # the same checks as the run itself (names, weights, data, k <= pool, --out), then the plan
-        count, counted = token_counter(config.llm)
-        planned = Runner(config)
-        print(render_plan(plan(planned, count), config.llm.name, *(rates[:2] if rates else (None, None)), counted))
-        print(embedding_cache_line(planned))
+        print_plan(config, args)
         if bare:
             print(f"\nNothing was run: pass --methods (e.g. --methods {','.join(DEMO_METHODS)}, or all) to run "
                   "this plan.")
@@ -159,15 +150,76 @@ def cmd_run(argv: list[str]) -> int:
     if not results:
         return 0
     print(f"wrote {out}/records.jsonl, calls.jsonl, results.json, report.md")
-    from reports.results import summary_table
+    return print_summary(results)
+
+
+def print_plan(config, args, header: str = "") -> None:
+    """--dry-run: the same checks as the run itself (names, weights, data, k <= pool, --out), then the plan."""
+    from bench.plan import embedding_cache_line, plan, rates_for, render_plan, token_counter
+    from bench.runner import Runner
+
+    if any(rate is not None and rate <= 0 for rate in (args.tokens_per_second, args.prefill_tokens_per_second)):
+        raise ConfigError("--tokens-per-second and --prefill-tokens-per-second must be > 0")
+    from bench.llm.registry import check_llm_at_hand
+
+    for spec in {config.llm.name: config.llm, config.oracle_llm.name: config.oracle_llm}.values():
+        check_llm_at_hand(spec)  # the weights, as the run's first step checks them
+    rates = rates_for(config.llm, args.prefill_tokens_per_second, args.tokens_per_second)
+    count, counted = token_counter(config.llm)
+    planned = Runner(config)
+    if header:
+        print(header)
+    print(render_plan(plan(planned, count), config.llm.name, *(rates[:2] if rates else (None, None)), counted))
+    print(embedding_cache_line(planned))
+
+
+def print_summary(results: dict) -> int:
+    """The summary table and one line per failed fit; the exit code (EXIT_FIT_FAILED when a fit failed)."""
+    from reports.results import failed_runs, summary_table
 
     print(summary_table(results))
-    from reports.results import failed_runs
-
     failed = failed_runs(results)
     for run in failed:
         print(f"error: {run['method']} on {run['task']}: {run['error']}", file=sys.stderr)
     return EXIT_FIT_FAILED if failed else 0
+
+
+def run_k_sweep(options: RunOptions, command: str, args) -> int:
+    """--k-sweep: every k checked before any model loads (its runner, and the longest prompt against the model's
+    context), then one run per k into OUT/k=N, then OUT/k-sweep.md and accuracy_vs_k.png."""
+    from bench.distributed import init
+    from bench.k_sweep import check_context, sweep_options
+    from bench.plan import token_counter
+    from bench.runner import Runner
+    from reports.k_sweep import write_k_sweep
+
+    if options.methods is None:
+        raise ConfigError("--k-sweep runs --methods at every k: pass --methods (e.g. few-shot,knn)")
+    out = options.out or default_out(options)
+    configs = [run_config(each, command) for each in sweep_options(replace(options, out=out), out)]
+    count, counted = token_counter(configs[0].llm)
+    if args.dry_run:
+        for config in configs:
+            print_plan(config, args, header=f"\n## k = {config.k}")
+        print(check_context(Runner(configs[0]), options.k_sweep, count, counted))
+        return 0
+    dist = init()
+    runners = [Runner(config, dist) for config in configs]  # every k's checks before any model loads
+    print(check_context(runners[0], options.k_sweep, count, counted))
+    out.mkdir(parents=True, exist_ok=True)  # `--resume --out OUT` alone takes the sweep's options back from here
+    import yaml
+
+    (out / "run_config.yaml").write_text(yaml.safe_dump(replace(options, out=out).to_mapping(), sort_keys=False),
+                                         encoding="utf-8")
+    status = 0
+    for config, runner in zip(configs, runners):
+        print(f"\n## k = {config.k}: {config.out}")
+        results = runner.run()
+        if results:
+            status = max(status, print_summary(results))
+    path = write_k_sweep(out, options.k_sweep, options.llm)
+    print(f"wrote {path}, {out / 'accuracy_vs_k.png'} and the runs in {out}/k=N/")
+    return status
 
 
 def list_parser() -> argparse.ArgumentParser:

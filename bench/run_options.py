@@ -31,6 +31,17 @@ def positive(value: str) -> int:
     return n
 
 
+def k_list(value: str) -> list[int]:
+    """'1,2,4,8' -> [1, 2, 4, 8] (positive, distinct, ascending)."""
+    try:
+        values = sorted({positive(v) for v in csv(value)})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"wants positive integers separated by commas, got {value!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"wants at least one k, got {value!r}")
+    return values
+
+
 def count_or_all(value: str) -> int | None:
     """A positive count, or 'all' (None: every item)."""
     return None if value == "all" else positive(value)
@@ -180,6 +191,11 @@ class RunOptions:
     seed: int = option(
         0, "seeds the subsamples, the selectors' randomness and sampling (per call, from its cache key)", parse=int)
     k: int = option(5, "demonstrations per prompt", parse=positive)
+    k_sweep: list[int] = option(
+        [], "run every selector at each of these k (e.g. 1,2,4,8,16,32): one run folder OUT/k=N each, sharing one "
+            "LLM cache (OUT/cache.sqlite), resumable with --resume; then OUT/k-sweep.md and accuracy_vs_k.png. The "
+            "longest prompts are checked against the model's context before any model loads", parse=k_list,
+        metavar="K,K,...")
     out: Path | None = option(
         None, "run folder (default: runs/<llm>-seed<seed>-<date>-<time>, a new one each time)", parse=Path)
     resume: bool = option(False, "continue the run in --out", flag=True)
@@ -273,9 +289,9 @@ def convert(spec, value, key, where: str):
             items = value if isinstance(value, (list, tuple)) else [] if value is None else [value]
             value = [parse(str(v)) if parse else v for v in items]
         elif isinstance(value, (list, tuple)):
-            if parse is not csv:
+            if parse not in (csv, k_list):
                 raise ConfigError(f"{where}: '{key}' takes one value, got a list")
-            value = csv(",".join(map(str, value)))
+            value = parse(",".join(map(str, value))) if value or parse is csv else []  # k_sweep: [] is no sweep
         elif value is not None and parse is not None:
             value = parse(str(value))
     except (argparse.ArgumentTypeError, ValueError) as exc:

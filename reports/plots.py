@@ -233,3 +233,41 @@ def pulls_vs_eps_error(results_by_family: dict[str, list[dict]], path: Path) -> 
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def accuracy_vs_k(rows: list[dict], path: Path) -> Path:
+    """Score (x100) against the number of demonstrations k (log2 axis), one line per method and one panel per
+    task, with 95% intervals as bands; `rows` are result rows with their run's `k`."""
+    tasks = list(dict.fromkeys(r["task"] for r in rows if r.get("score") is not None))
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(4.6 * max(1, len(tasks)) + 2.0, 3.8), squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        for i, method in enumerate(methods):
+            line = sorted((r for r in rows if r["task"] == task and r["method"] == method
+                           and r.get("score") is not None), key=lambda r: r["k"])
+            if not line:
+                continue
+            ks = [r["k"] for r in line]
+            ax.plot(ks, [100 * r["score"] for r in line], label=method, markersize=4, **_style(i))
+            if all(r.get("ci_low") is not None for r in line):
+                ax.fill_between(ks, [100 * r["ci_low"] for r in line], [100 * r["ci_high"] for r in line],
+                                color=_style(i)["color"], alpha=0.12, linewidth=0)
+        ax.set_xscale("log", base=2)
+        every_k = sorted({r["k"] for r in rows if r["task"] == task})
+        ax.set_xticks(every_k, [str(k) for k in every_k])
+        ax.xaxis.set_minor_locator(plt.NullLocator())
+        ax.set_ylim(0, 108)
+        ax.set_title(task, fontsize=9)
+        ax.set_xlabel("demonstrations k (log2)", fontsize=8)
+        ax.set_ylabel(f"{next(r.get('metric_label') or r['metric'] for r in rows if r['task'] == task)} ×100",
+                      fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=7, frameon=False)
+    fig.suptitle("Accuracy vs number of demonstrations (95% bootstrap intervals)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return path

