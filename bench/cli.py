@@ -97,7 +97,7 @@ def run_config(options: RunOptions, command: str = ""):
     return RunConfig(
         methods=options.methods, only=options.only, tasks=options.tasks, out=out, data_dir=data_dir,
         data_source=options.data_source, llm=llm, n_test=options.n_test, n_val=options.n_val,
-        pool_size=options.pool_size, seed=options.seed, k=options.k, resume=options.resume,
+        pool_size=options.pool_size, seed=options.seed, split_seed=options.split_seed, k=options.k, resume=options.resume,
         llm_budget=options.llm_budget, method_budgets=method_budgets(options.method_budget), generation=generation,
         method_params=method_params, bertscore=BertScoreConfig(options.bertscore_model, options.bertscore_layers,
                                                                rescale=options.bertscore_rescale),

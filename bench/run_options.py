@@ -190,6 +190,9 @@ class RunOptions:
     pool_size: int | None = option(None, "subsample the demonstration pool", parse=positive)
     seed: int = option(
         0, "seeds the subsamples, the selectors' randomness and sampling (per call, from its cache key)", parse=int)
+    split_seed: int | None = option(
+        None, "seeds the data subsamples alone (pool, validation, test items; default: --seed): seeds that vary "
+              "the selection over the same items (a reward table's: 0)", parse=int)
     k: int = option(5, "demonstrations per prompt", parse=positive)
     k_sweep: list[int] = option(
         [], "run every selector at each of these k (e.g. 1,2,4,8,16,32): one run folder OUT/k=N each, sharing one "

@@ -59,6 +59,7 @@ class RunConfig:
     n_val: int = 20
     pool_size: int | None = None
     seed: int = 0
+    split_seed: int | None = None  # seeds the data subsamples alone (None: `seed`); selections still use `seed`
     k: int = 5
     resume: bool = False
     llm_budget: int | None = None
@@ -111,7 +112,8 @@ class RunConfig:
                 "n_val": self.n_val, "pool_size": self.pool_size, "seed": self.seed, "k": self.k,
                 "llm_budget": self.llm_budget, "selection_llm": self.oracle_llm.identity(),
                 "selection_generation": asdict(self.oracle_generation), "bertscore": asdict(self.bertscore),
-                "encoder": self.encoder, **answering}
+                "encoder": self.encoder, **answering,
+                **({"split_seed": self.split_seed} if self.split_seed is not None else {})}  # older runs: none
 
     def identity(self) -> dict:
         """The run's settings as config.json records them (not the method list: methods can be added). --resume
@@ -218,7 +220,8 @@ class Runner:
         self.run_methods = self._check_out() if check_out else self.methods
         # the data is read now, so that a bad --data-dir or split fails before any model loads
         self.splits = {task.name: task.load_splits(config.data_dir, n_test=config.n_test, n_val=config.n_val,
-                                                   pool_size=config.pool_size, seed=config.seed,
+                                                   pool_size=config.pool_size,
+                                                   seed=config.seed if config.split_seed is None else config.split_seed,
                                                    source=config.data_source) for task in self.tasks}
         for name in self.methods:  # what each selector needs of the splits (k <= pool), still before any model
             selector = self._selector(name)

@@ -68,3 +68,19 @@ def test_k_values_parse_sorted_and_distinct_from_a_flag_or_a_config_list(tmp_pat
 def test_a_sweep_needs_methods(tmp_path, capsys):
     assert main(["--tasks", "rules", "--k-sweep", "1,2", "--out", str(tmp_path / "s")]) == 2
     assert "--k-sweep runs --methods at every k" in capsys.readouterr().err
+
+
+def test_split_seed_keeps_the_items_while_the_seed_varies_the_selection(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner_mod, "make_backend", lambda spec: RulesLearner())
+    argv = ["--methods", "few-shot", "--tasks", "rules", "--n-test", "6", "--n-val", "2", "--pool-size", "40", "--k",
+            "2", "--scoring", "rank", "--no-progress"]
+    seen = {}
+    for name, extra in (("s0", ["--seed", "0", "--split-seed", "0"]), ("s1", ["--seed", "1", "--split-seed", "0"]),
+                        ("plain1", ["--seed", "1"])):
+        assert main([*argv, *extra, "--out", str(tmp_path / name)]) == 0
+        records = [json.loads(line) for line in (tmp_path / name / "records.jsonl").read_text().splitlines()]
+        seen[name] = ([r["item_id"] for r in records], [tuple(r["demo_ids"]) for r in records])
+        config = json.loads((tmp_path / name / "config.json").read_text())
+        assert ("split_seed" in json.dumps(config)) == (name != "plain1")  # in the run's identity when given
+    assert seen["s0"][0] == seen["s1"][0] != seen["plain1"][0]  # the same items, unless the seed draws them
+    assert seen["s0"][1] != seen["s1"][1]  # the seed still draws the demonstrations

@@ -1,0 +1,121 @@
+"""The leaderboard page (reports/leaderboard.py): live runs and table replays on the same items, the two-way
+bootstrap against random few-shot with Holm's correction, and the rows a reader needs (cost, scale, what did not run)."""
+import json
+
+import numpy as np
+import pytest
+
+from bench.reward_table import RewardTable
+from reports.leaderboard import BASELINE, build, write, zoo_split
+from reports.stats import holm
+
+ITEMS = [f"rules/test:{i}" for i in range(60)]
+
+
+def live_run(folder, seed, scores_of, errors=()):
+    folder.mkdir(parents=True)
+    runs, records = [], []
+    for method, scores in scores_of.items():
+        runs.append({"method": method, "task": "rules", "metric": "accuracy", "metric_label": "Acc",
+                     "score": float(np.mean(scores)), "llm_calls": {"selection": 10 * (seed + 1)},
+                     "selection_seconds": 2.0 + seed, "inference_seconds_per_query": 0.5, "scale": {"queries": 7},
+                     "warnings": [], "error": None})
+        records += [{"method": method, "task": "rules", "item_id": item, "score": float(s)}
+                    for item, s in zip(ITEMS, scores)]
+    runs += [{"method": m, "task": "rules", "metric": "accuracy", "score": None, "llm_calls": {"selection": 0},
+              "warnings": [], "error": "out of memory"} for m in errors]
+    (folder / "results.json").write_text(json.dumps({"runs": runs}))
+    (folder / "records.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+
+
+@pytest.fixture
+def study(tmp_path):
+    rng = np.random.default_rng(0)
+    for seed in (0, 1):
+        random = rng.integers(0, 2, len(ITEMS))
+        live_run(tmp_path / "runs" / f"rules-seed{seed}",
+                 seed, {"few-shot": random, "knn": np.ones(len(ITEMS)), "bm25": random.copy()}, errors=["mmr"])
+    return tmp_path
+
+
+def test_a_selector_far_above_random_beats_it_and_one_equal_to_it_does_not(study):
+    rows = {r["method"]: r for r in build(study, study / "no-tables", tasks=("rules",), seeds=(0, 1),
+                                          resamples=2000)["tasks"]["rules"]}
+    knn, bm25, base = rows["knn"], rows["bm25"], rows[BASELINE]
+    assert knn["score"] == 1.0 and knn["verdict"] == "beats random" and knn["diff"] > 0.3
+    assert bm25["diff"] == 0.0 and bm25["verdict"] == "not significant"
+    assert "p" not in base and base["ci_low"] < base["score"] < base["ci_high"]
+    assert knn["p_holm"] == pytest.approx(holm({"knn": knn["p"], "bm25": bm25["p"]})["knn"])
+    assert knn["paired_seeds"] == [0, 1] and knn["paired_items"] == len(ITEMS) and knn["seeds"] == [0, 1]
+    assert knn["selection_calls"] == 15 and knn["selection_seconds"] == 2.5  # means over the seeds
+    assert rows["mmr"]["errors"] == ["seed 0: out of memory", "seed 1: out of memory"] and "score" not in rows["mmr"]
+
+
+def test_only_the_asked_seeds_count_and_a_seed_without_the_baseline_is_not_paired(study):
+    live_run(study / "runs" / "rules-seed5", 5, {"knn": np.zeros(len(ITEMS))})
+    rows = {r["method"]: r for r in build(study, study / "no-tables", tasks=("rules",), seeds=(0, 1),
+                                          resamples=500)["tasks"]["rules"]}
+    assert rows["knn"]["score"] == 1.0  # seed 5 is not a leaderboard seed
+    rows = {r["method"]: r for r in build(study, study / "no-tables", tasks=("rules",), seeds=(0, 1, 5),
+                                          resamples=500)["tasks"]["rules"]}
+    assert rows["knn"]["score"] == pytest.approx(2 / 3) and rows["knn"]["paired_seeds"] == [0, 1]
+
+
+def test_a_replayed_selector_scores_the_tables_recorded_answers_for_the_arm_it_chose(study, tmp_path):
+    table_path = "studies/tables/rules-gemma3-270m.npz"
+    table = RewardTable.load(table_path)
+    test = [i for i, s in enumerate(table.split) if s == "test"]
+    chosen = [3] * 100 + [7] * 100
+    replay = study / "replays" / "rules"
+    replay.mkdir(parents=True)
+    rows = [{"method": "case-static", "seed": 0, "chosen": chosen, "calls": 250, "fit_seconds": 9.0,
+             "scale": {"arms": 100}, "warnings": []},
+            {"method": "dearicl-static:paper", "seed": 0, "chosen": chosen, "calls": 1, "fit_seconds": 1.0}]
+    replay.joinpath("rows.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    (tables / "rules-gemma3-270m.npz").symlink_to(__import__("pathlib").Path(table_path).resolve())
+    board = build(study, tables, tasks=("rules",), seeds=(0, 1), resamples=500)
+    got = {r["method"]: r for r in board["tasks"]["rules"]}
+    expected = np.mean([table.metric[a, test[j]].mean() for j, a in enumerate(chosen)])
+    assert got["case-static"]["score"] == pytest.approx(expected) and got["case-static"]["source"] == "table"
+    assert got["case-static"]["inference_seconds"] is None and "dearicl-static:paper" not in got
+    assert got["case-static"]["n_items"] == 200 and "p" not in got["case-static"]  # no item shared with the fakes
+
+
+def test_the_page_lists_every_selector_of_the_zoo_and_draws_the_cost_plot(study):
+    (study / "HEADER.md").write_text("# Board\n\nCaveat.\n")
+    page = write(study, study / "no-tables", tasks=("rules",), seeds=(0, 1), resamples=500).read_text()
+    live, table = zoo_split()
+    assert page.startswith("# Board") and "## rules (Acc)" in page
+    assert "Beat random few-shot after Holm's correction: knn; below it: none." in page
+    for method in live + table:
+        assert f"| {method} " in page, method
+    assert "failed: seed 0: out of memory" in page and "not run yet" in page and "0/2" in page
+    assert (study / "accuracy_vs_cost.png").stat().st_size > 10_000
+    assert json.loads((study / "leaderboard.json").read_text())["seeds"] == [0, 1]
+
+
+def test_the_zoo_splits_into_live_and_table_fitted_selectors():
+    live, table = zoo_split()
+    assert {"few-shot", "knn", "epr", "dq-lore", "influence"} <= set(live)
+    assert {"case-static", "dearicl-dynamic", "pirank", "explora"} <= set(table) and not set(live) & set(table)
+
+
+def test_the_verdict_rests_on_the_holm_adjusted_p_not_the_raw_one():
+    """Four wins on 200 pairs: p 0.025 alone, 0.075 after Holm over three selectors: not significant."""
+    from reports.leaderboard import Cell, task_rows
+
+    rng = np.random.default_rng(0)
+    items = [f"i{j}" for j in range(100)]
+    base_values = {s: rng.integers(0, 2, 100) for s in (0, 1)}
+    cells = {}
+    for name, flips in ((BASELINE, 0), ("a", 4), ("b", 0), ("c", 1)):
+        cell = Cell(name, "live")
+        for s in (0, 1):
+            values = base_values[s].copy()
+            values[np.flatnonzero(values == 0)[:flips]] = 1
+            cell.scores[s], cell.calls[s], cell.selection_seconds[s] = dict(zip(items, map(float, values))), 0, 0.0
+        cells[name] = cell
+    row = {r["method"]: r for r in task_rows(cells, 2000)}["a"]
+    assert row["p"] < 0.05 < row["p_holm"] and row["verdict"] == "not significant"
