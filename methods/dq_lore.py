@@ -121,6 +121,8 @@ class DQLoRe(EPR):
 
     def scale(self) -> dict:
         ours = {key: value for key, value in super().scale().items() if key != "authors' scale"}
+        if not ours:  # not fitted
+            return {}
         return {**ours, "retrieved, re-ranked": f"{self.retrieve} -> {self.k}",
                 "authors' scale": "1,000 (AQuA) / 7,473 (GSM8K) queries, 500 epochs at lr 1e-6, 16 -> 8, "
                                   "text-davinci-003"}

@@ -104,6 +104,8 @@ class EPR(UDR):
 
     def scale(self) -> dict:
         ours = super().scale()
+        if not ours:  # not fitted
+            return {}
         ours.pop("rounds", None)
         return {**ours, "authors' scale": "whole training set (up to 44,000 queries), 49 candidates, 30 epochs, "
                                           "GPT-Neo-2.7B scoring"}

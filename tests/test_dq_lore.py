@@ -104,3 +104,20 @@ def test_past_the_budget_a_query_is_encoded_without_an_answer(encoder):
 def test_bad_parameters_are_config_errors(params):
     with pytest.raises(ConfigError, match="^dq-lore: "):
         create("dq-lore", {"k": 5, **params})
+
+
+def test_scale_call_bound_and_what_a_query_did(fitted):
+    selector, splits, _ = fitted
+    assert selector.scale() == {"training queries": 24, "candidates a query": 8.0, "optimiser steps a round": 3 * 3,
+                                "retrieved, re-ranked": "16 -> 4",
+                                "authors' scale": "1,000 (AQuA) / 7,473 (GSM8K) queries, 500 epochs at lr 1e-6, "
+                                                  "16 -> 8, text-davinci-003"}
+    assert selector.selection_call_bound(n_val=3, n_test=40) == 24 * 8 + 40
+    selector.select(splits.test[2])
+    assert selector.select_info() == {"retrieved": 16, "first_answer": True}
+    assert DQLoRe.needs_loglik and selector.level == "instance"
+    assert (selector.retrieve, selector.pca_dims, selector.first_shots) == (16, 128, 8)
+
+
+def test_an_unfitted_selector_reports_no_scale():
+    assert DQLoRe().scale() == {}

@@ -77,3 +77,15 @@ def test_bad_parameters_are_config_errors_naming_epr(params):
 def test_positive_top_must_lie_in_the_best_band(positive_top):
     with pytest.raises(ConfigError, match="^epr: positive_top"):
         EPRTraining(positive_top=positive_top).validate("epr")
+
+
+def test_scale_and_call_bound_say_what_the_fit_ran_at(encoder):
+    ctx, _ = make_ctx(encoder, toy_items(12))
+    epr = EPR(k=3, n_train_queries=4, n_candidates=5, epochs=2, batch_queries=3)
+    assert epr.scale() == {} and epr.selection_call_bound(n_val=9, n_test=50) == 4 * 5
+    epr.fit(ctx)
+    assert epr.scale() == {"training queries": 4, "candidates a query": 5.0, "optimiser steps a round": 2 * 2,
+                           "authors' scale": "whole training set (up to 44,000 queries), 49 candidates, 30 epochs, "
+                                             "GPT-Neo-2.7B scoring"}
+    assert epr.training.sample_size == 2 and epr.training.rank_loss_factor == 0.0 and epr.level == "instance"
+    assert EPR.needs_loglik and not epr.training.shared_encoder and epr.training.positive_top == 1

@@ -92,3 +92,44 @@ def test_too_few_candidates_or_no_validation_is_a_config_error(world):
         InContextInfluence(k=5, n_candidates=5).check_splits(task, 100, 10)
     with pytest.raises(ConfigError, match="--n-val"):
         InContextInfluence(k=5, subset_size=5).check_splits(task, 100, 0)
+
+
+def test_what_it_reports_scale_trace_and_call_bound(world, encoder):
+    validation = world[1].validation[:3]
+    selector, oracle = fit(world, encoder, validation, n_candidates=20, n_subsets=10)
+    assert selector.scale() == {"subsets evaluated": 10, "subset size": K, "candidates": 20,
+                                "appearances a candidate": 2.0,
+                                "authors' scale": "400 candidates, 100 subsets of 18 (README: 650), 200 dev items, "
+                                                  "OPT-6.7B"}
+    appearances = np.bincount(selector.members_.ravel(), minlength=20)
+    assert selector.trace() == [{"summary": True, "subsets": 10, "candidates": 20,
+                                 "uncovered": int((appearances == 0).sum()), "mean_appearances": 2.0,
+                                 "llm_calls": 30, "best_influence": float(selector.influence_.max())}]
+    assert selector.selection_call_bound(n_val=7, n_test=99) == 10 * 7 == 70
+    assert InContextInfluence().scale() == {}
+    assert InContextInfluence().trace() == []
+    assert selector.level == "task" and selector.select(world[1].test[0]) == selector.select(world[1].test[1])
+
+
+def test_a_label_with_too_few_candidates_is_filled_from_the_others(world):
+    task, splits = world
+    two_alpha = [c for c in splits.pool if c.answer == "alpha"][:2]
+    others = [c for c in splits.pool if c.answer not in ("alpha", "bravo")][:30]  # no bravo at all
+    candidates = two_alpha + others
+    rng = random.Random(1)
+    for _ in range(50):
+        subset = draw_subset(candidates, 21, task.labels, rng)  # 3 of each of 7 present labels; alpha has 2
+        assert len(subset) == len(set(subset)) == 21
+        assert {0, 1} <= set(subset)  # both alphas, every time
+        assert sum(candidates[i].answer == "alpha" for i in subset) == 2
+
+
+def test_the_candidates_must_outnumber_the_subset_and_k_exactly(world):
+    task, _ = world
+    InContextInfluence(k=4, n_candidates=6, subset_size=5).check_splits(task, 100, 1)  # 6 > 5: fine
+    with pytest.raises(ConfigError, match="must outnumber"):
+        InContextInfluence(k=4, n_candidates=5, subset_size=5).check_splits(task, 100, 1)
+    with pytest.raises(ConfigError, match="must outnumber"):
+        InContextInfluence(k=6, n_candidates=6, subset_size=2).check_splits(task, 100, 1)
+    with pytest.raises(ConfigError, match="must outnumber"):
+        InContextInfluence(k=4, n_candidates=400, subset_size=5).check_splits(task, 5, 1)  # the pool caps them
