@@ -88,12 +88,16 @@ def table_cells(study: Path, task: str, table: Path, seeds: set[int]) -> dict[st
     test = [i for i, split in enumerate(recorded.split) if split == "test"]
     ids = [recorded.item_ids[i] for i in test]
     metric = recorded.metric[:, test].mean(axis=-1) if recorded.metric.ndim == 3 else recorded.metric[:, test]
+    from bench.tasks import make_task
+
+    named = make_task(task)
+    label = named.metric_label or named.metric_name
     cells: dict[str, Cell] = {}
     for line in rows_path.read_text().splitlines():
         row = json.loads(line)
         if row["seed"] not in seeds or ":" in row["method"]:  # a variant (dearicl-static:paper) is not a zoo entry
             continue
-        cell = cells.setdefault(row["method"], Cell(row["method"], "table", metric_label="accuracy"))
+        cell = cells.setdefault(row["method"], Cell(row["method"], "table", metric_label=label))
         chosen = row["chosen"]
         cell.scores[row["seed"]] = {item: float(metric[int(arm), j]) for j, (item, arm) in enumerate(zip(ids, chosen))}
         cell.calls[row["seed"]] = int(row["calls"])

@@ -33,10 +33,11 @@ def fit(world, encoder, validation, budget=None, **params):
 
 
 def test_influence_is_mean_accuracy_with_minus_without_and_zero_when_a_side_is_empty():
-    members = np.array([[0, 1], [1, 2], [0, 2]])
-    accuracy = np.array([0.9, 0.3, 0.6])
-    got = influences(members, accuracy, 4)
-    assert got == pytest.approx([(0.9 + 0.6) / 2 - 0.3, (0.9 + 0.3) / 2 - 0.6, (0.3 + 0.6) / 2 - 0.9, 0.0])
+    members = np.array([[0, 1], [1, 2], [0, 2], [3, 0]])
+    accuracy = np.array([0.9, 0.3, 0.6, 0.2])
+    got = influences(members, accuracy, 5)
+    assert got == pytest.approx([(0.9 + 0.6 + 0.2) / 3 - 0.3, (0.9 + 0.3) / 2 - (0.6 + 0.2) / 2,
+                                 (0.3 + 0.6) / 2 - (0.9 + 0.2) / 2, 0.2 - (0.9 + 0.3 + 0.6) / 3, 0.0])
     assert influences(np.array([[0], [0]]), np.array([0.2, 0.8]), 1) == pytest.approx([0.0])  # in every subset
 
 
@@ -76,22 +77,28 @@ def test_a_budget_keeps_the_subsets_evaluated_and_says_so(world, encoder):
     selector, oracle = fit(world, encoder, validation, budget=5 * 10 + 3)
     assert len(selector.accuracy_) == 10 and oracle.calls == 50
     assert any("10 of 72 subsets" in w for w in selector.fit_warnings)
-    with pytest.raises(FitFailed, match="raise the budget"):
+    with pytest.raises(FitFailed, match="^influence: --llm-budget ended before one subset was evaluated; raise the "
+                                        "budget$"):
         fit(world, encoder, validation, budget=3)
 
 
-@pytest.mark.parametrize("params", [{"n_candidates": 0}, {"n_subsets": 1.5}, {"subset_size": 0}])
-def test_bad_parameters_are_config_errors(params):
-    with pytest.raises(ConfigError, match="^influence: "):
-        InContextInfluence(**params)
+@pytest.mark.parametrize("name, value", [("n_candidates", 0), ("n_subsets", 1.5), ("subset_size", 0)])
+def test_bad_parameters_are_config_errors(name, value):
+    with pytest.raises(ConfigError, match=f"^influence: {name} must be an integer >= 1, got {value}$"):
+        InContextInfluence(**{name: value})
+    InContextInfluence(**{name: 1})  # 1 is allowed
 
 
 def test_too_few_candidates_or_no_validation_is_a_config_error(world):
     task, _ = world
     with pytest.raises(ConfigError, match="must outnumber"):
         InContextInfluence(k=5, n_candidates=5).check_splits(task, 100, 10)
-    with pytest.raises(ConfigError, match="--n-val"):
+    with pytest.raises(ConfigError, match="^influence evaluates its subsets on validation items: --n-val must be at "
+                                          "least 1$"):
         InContextInfluence(k=5, subset_size=5).check_splits(task, 100, 0)
+    InContextInfluence(k=5, subset_size=5).check_splits(task, 100, 1)  # one validation item is enough
+    with pytest.raises(ConfigError, match="larger than the pool"):  # the base check (k <= pool) still runs
+        InContextInfluence(k=5, subset_size=2, n_candidates=3).check_splits(task, 3, 1)
 
 
 def test_what_it_reports_scale_trace_and_call_bound(world, encoder):
@@ -133,3 +140,34 @@ def test_the_candidates_must_outnumber_the_subset_and_k_exactly(world):
         InContextInfluence(k=6, n_candidates=6, subset_size=2).check_splits(task, 100, 1)
     with pytest.raises(ConfigError, match="must outnumber"):
         InContextInfluence(k=4, n_candidates=400, subset_size=5).check_splits(task, 5, 1)  # the pool caps them
+
+
+def test_the_fit_draws_label_balanced_subsets_from_its_seed_and_warns_only_when_cut(world, encoder):
+    task, splits = world
+    selector, _ = fit(world, encoder, splits.validation[:2], n_candidates=40, n_subsets=12)
+    assert selector.fit_warnings == []
+    for members in selector.members_:  # 4 of 8 labels: never one label twice
+        labels = [selector.candidates_[i].answer for i in members]
+        assert len(set(labels)) == len(labels) == K
+    rng = random.Random("0:influence-subsets")  # FitContext.rng(salt): the seed and the salt
+    assert selector.members_.tolist() == [draw_subset(selector.candidates_, K, task.labels, rng) for _ in range(12)]
+    candidates = random.Random("0:influence-candidates").sample(splits.pool, 40)
+    assert selector.candidates_ == candidates
+
+
+def test_tied_influences_keep_candidate_order(world, encoder):
+    """Every subset equally good: every influence 0, and the last k candidates serve, in candidate order."""
+    task, splits = world
+    selector = InContextInfluence(k=K, n_candidates=20, n_subsets=6, subset_size=K)
+
+    class Flat:
+        calls = 0
+
+        def pull(self, demos, items):
+            return np.full(len(items), 0.5)
+
+    ctx = FitContext(task=task, pool=splits.pool, validation=splits.validation[:2], encoder=encoder, oracle=Flat(),
+                     seed=0, k=K)
+    selector.fit(ctx)
+    assert not selector.influence_.any()
+    assert selector.select(splits.test[0]) == selector.candidates_[-K:]
