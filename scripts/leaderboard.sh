@@ -8,6 +8,7 @@
 #   bash scripts/leaderboard.sh                                # everything not done yet
 #   TASKS="rules" SEEDS="0" bash scripts/leaderboard.sh        # a part
 #   STEPS="report" bash scripts/leaderboard.sh                 # the page again from what is published
+#   STEPS="publish" bash scripts/leaderboard.sh                # after an interruption: the finished cells published
 source "$(dirname "$0")/_help.sh"  # -h/--help: the comment above, and nothing else
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,16 @@ WORK=${LEADERBOARD_WORK:-runs/leaderboard}
 TASKS=${TASKS:-rules sst2 trec agnews}; SEEDS=${SEEDS:-0 1 2}; STEPS=${STEPS:-replay live report}
 PY=${PY:-.venv/bin/python}
 export HF_HUB_OFFLINE=1
+publish() {  # a work run's files, without its cache, into the study; the call log gzipped when over 5 MB
+  local work="$WORK/$1" published="$OUT/runs/$1"
+  mkdir -p "$published"
+  for file in config.json run_config.yaml results.json records.jsonl fits.jsonl report.md; do
+    [[ -f $work/$file ]] && cp "$work/$file" "$published/"
+  done
+  rm -f "$published/calls.jsonl" "$published/calls.jsonl.gz"
+  if (( $(stat -c %s "$work/calls.jsonl") < 5000000 )); then cp "$work/calls.jsonl" "$published/"
+  else gzip -9 -n -c "$work/calls.jsonl" > "$published/calls.jsonl.gz"; fi
+}
 report() { "$PY" -m reports.leaderboard "$OUT" --tasks "$(echo $TASKS | tr ' ' ,)" || echo "leaderboard: the page failed to render; the runs are kept" >&2; }
 mkdir -p "$OUT/runs" "$OUT/replays" "$WORK"
 if [[ " $STEPS " == *" replay "* ]]; then
@@ -42,15 +53,22 @@ if [[ " $STEPS " == *" live "* ]]; then
         --split-seed 0 --n-test 200 --pool-size 1000 --out "$work" "${resume[@]}" --no-progress \
         > "$WORK/$name.log" 2>&1 || rc=$?
       if [[ $rc -ne 0 && $rc -ne 3 ]]; then echo "leaderboard: $name stopped (exit $rc, see $WORK/$name.log)" >&2; exit $rc; fi
-      mkdir -p "$published"  # published: the run without its cache; the call log gzipped when over 5 MB
-      for file in config.json run_config.yaml results.json records.jsonl fits.jsonl report.md; do
-        [[ -f $work/$file ]] && cp "$work/$file" "$published/"
-      done
-      rm -f "$published/calls.jsonl" "$published/calls.jsonl.gz"
-      if (( $(stat -c %s "$work/calls.jsonl") < 5000000 )); then cp "$work/calls.jsonl" "$published/"
-      else gzip -9 -n -c "$work/calls.jsonl" > "$published/calls.jsonl.gz"; fi
+      publish "$name"
       [[ " $STEPS " == *" report "* ]] && report
     done
   done
+fi
+if [[ " $STEPS " == *" publish "* ]]; then  # an interrupted run's finished cells: results.json, then published
+  for task in $TASKS; do
+    for seed in $SEEDS; do
+      name="$task-seed$seed"; work="$WORK/$name"
+      [[ -f $work/records.jsonl ]] || continue
+      finished=$("$PY" -c "import collections, json, sys; n = collections.Counter(json.loads(l)['method'] for l in open(sys.argv[1])); print(','.join(m for m, c in n.items() if c >= 200))" "$work/records.jsonl")
+      [[ -n $finished ]] || continue
+      "$PY" -m bench --resume --out "$work" --only "$finished" --no-progress > "$WORK/$name.publish.log" 2>&1 || true
+      publish "$name"
+    done
+  done
+  report
 fi
 if [[ "$STEPS" == "report" ]]; then report; fi

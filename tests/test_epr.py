@@ -26,6 +26,11 @@ def test_the_positive_is_the_best_candidate_and_the_negative_one_of_the_worst_fi
     shuffled = [EPRTraining(positive_top=5).pair(listed(20), rng) for _ in range(300)]  # DQ-LoRe's pos_topk
     assert {p for p, _ in shuffled} == set(range(5))
     assert EPRTraining().pair(listed(2), rng) == (0, 1)
+    # short lists with DQ-LoRe's 5 positives: the last candidate is never the positive, the best can be a negative
+    short5 = [EPRTraining(positive_top=5).pair(listed(3), rng) for _ in range(200)]
+    assert {p for p, _ in short5} == {0, 1} and {n for _, n in short5} == {0, 1, 2}
+    assert all(p != n for p, n in short5)
+    assert {EPRTraining(positive_top=5).pair(listed(2), rng) for _ in range(20)} == {(0, 1)}
 
 
 def test_loss_is_in_batch_nll_over_every_positive_and_hard_negative(encoder, monkeypatch):
