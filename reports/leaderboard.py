@@ -58,8 +58,9 @@ def live_cells(study: Path, task: str) -> dict[str, Cell]:
                 record = json.loads(line)
                 if record["task"] == task:
                     by_method.setdefault(record["method"], {})[record["item_id"]] = float(record["score"])
+        full = max((r.get("n") or 0 for r in results["runs"] if r["task"] == task), default=0)
         for run in results["runs"]:
-            if run["task"] != task:
+            if run["task"] != task or (run.get("n") or 0) < full:  # a cell cut short is not a result yet
                 continue
             cell = cells.setdefault(run["method"], Cell(run["method"], "live"))
             cell.metric_label = run.get("metric_label") or run["metric"]
@@ -165,7 +166,9 @@ def markdown_table(rows: list[dict], all_methods: list[str], n_seeds: int) -> st
         out.append([row["method"], "table" if row["source"] == "table" else "live",
                     f"{100 * row['score']:.1f} [{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}]",
                     "—" if row["method"] == BASELINE else
-                    (f"{100 * row['diff']:+.1f}" if "diff" in row else "no paired seed"),
+                    (f"{100 * row['diff']:+.1f}" + ("" if row["paired_seeds"] == row["seeds"] else
+                                                     f" (seed {', '.join(map(str, row['paired_seeds']))})")
+                     if "diff" in row else "no paired seed"),
                     f"{row['p_holm']:.3g}" if "p_holm" in row else "—", row.get("verdict", "baseline"
                                                                                  if row["method"] == BASELINE else "—"),
                     f"{len(row['seeds'])}/{n_seeds}", f"{row['selection_calls']:.0f}",

@@ -100,9 +100,12 @@ def test_past_the_budget_a_query_is_encoded_without_an_answer(encoder):
     assert any("without a generated answer" in w for w in selector.fit_warnings)
 
 
-@pytest.mark.parametrize("params", [{"retrieve": 3}, {"pca_dims": 0}, {"first_shots": 0}, {"epochs": 0}])
-def test_bad_parameters_are_config_errors(params):
-    with pytest.raises(ConfigError, match="^dq-lore: "):
+@pytest.mark.parametrize("params, message", [
+    ({"retrieve": 3}, "retrieve (3) must be at least k (5)"), ({"retrieve": 0}, "retrieve must be an integer >= 1, got 0"),
+    ({"pca_dims": 0}, "pca_dims must be an integer >= 1, got 0"),
+    ({"first_shots": 0}, "first_shots must be an integer >= 1, got 0"), ({"epochs": 0}, "epochs must be")])
+def test_bad_parameters_are_config_errors(params, message):
+    with pytest.raises(ConfigError, match="^dq-lore: " + message.replace("(", r"\(").replace(")", r"\)")):
         create("dq-lore", {"k": 5, **params})
 
 

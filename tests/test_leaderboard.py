@@ -51,6 +51,21 @@ def test_a_selector_far_above_random_beats_it_and_one_equal_to_it_does_not(study
     assert rows["mmr"]["errors"] == ["seed 0: out of memory", "seed 1: out of memory"] and "score" not in rows["mmr"]
 
 
+def test_a_cell_cut_short_is_left_out(study):
+    folder = study / "runs" / "rules-seed0"
+    results = json.loads((folder / "results.json").read_text())
+    results["runs"].append({**results["runs"][1], "method": "mdl", "n": 4})
+    for run in results["runs"]:
+        run.setdefault("n", len(ITEMS))
+    (folder / "results.json").write_text(json.dumps(results))
+    with (folder / "records.jsonl").open("a") as fh:
+        fh.write("\n".join(json.dumps({"method": "mdl", "task": "rules", "item_id": i, "score": 1.0})
+                           for i in ITEMS[:4]) + "\n")
+    rows = {r["method"]: r for r in build(study, study / "no-tables", tasks=("rules",), seeds=(0, 1),
+                                          resamples=200)["tasks"]["rules"]}
+    assert "mdl" not in rows and rows["knn"]["seeds"] == [0, 1]
+
+
 def test_only_the_asked_seeds_count_and_a_seed_without_the_baseline_is_not_paired(study):
     live_run(study / "runs" / "rules-seed5", 5, {"knn": np.zeros(len(ITEMS))})
     rows = {r["method"]: r for r in build(study, study / "no-tables", tasks=("rules",), seeds=(0, 1),
