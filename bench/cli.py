@@ -14,7 +14,7 @@ from pathlib import Path
 from bench.errors import BenchError, ConfigError
 from bench.options import HelpFormatter, Parser, default_data_dir
 from bench.run_options import RunOptions, add_run_options, method_budgets, run_folders
-from bench.run_options import csv as _csv, param as _param, positive as _positive
+from bench.run_options import csv as _csv, param as _param, positive as _positive, rows_or_auto
 from bench.tasks.base import CALIBRATIONS, REWARDS, SCORINGS
 
 SUBCOMMANDS = {  # name -> what it does, for `python -m bench --help`
@@ -398,6 +398,8 @@ def cmd_perf(argv: list[str]) -> int:
     from bench.perf import run
 
     r = run(argv)
+    if "model_config" in r:  # printed by bench/model_perf.py's render
+        return 0
     d = r["details"]
     if "p3_speedup" in r:
         print(f"P3 shared-prefix speedup ({r['llm']}, median of {d['repeats']}): {r['p3_speedup']:.2f}x over "
@@ -522,9 +524,13 @@ def table_parser() -> argparse.ArgumentParser:
                         help="calls: where to write what ran (device, versions, sampler, time)")
     remote.add_argument("--gguf", type=Path, default=None,
                         help="calls: the embedded model's GGUF file, copied by hand (no package needed)")
-    remote.add_argument("--prefix-batch", type=_positive, default=None,
-                        help="calls: rows decoded together after a shared prefix (GPU: hundreds)")
+    remote.add_argument("--prefix-batch", type=rows_or_auto, default=None, metavar="N|auto",
+                        help="calls: rows decoded together after a shared prefix (GPU: hundreds; auto: as many as the "
+                             "free GPU memory holds)")
     remote.add_argument("--kv-cache-gib", type=float, default=None, help="calls: memory cap of those rows' caches")
+    remote.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                        help="calls with --gguf: the weights' dtype; bfloat16 is a GPU's fast path, and RECORDED.json "
+                             "(the table's meta) says which dtype answered")
     remote.add_argument("--attention", choices=["auto", "sdpa", "eager"], default="auto",
                         help="calls: transformers' attention kernel (eager avoids torch's CUDA memory-efficient SDPA "
                              "kernel, wrong on some inputs before torch 2.13: pytorch#191937)")
@@ -645,13 +651,17 @@ def _table_calls(args) -> int:
     if args.gguf is not None:
         from bench.llm.embedded import EmbeddedModel
 
-        backend = EmbeddedModel(plan["llm"], gguf=args.gguf, attention=args.attention)
+        backend = EmbeddedModel(plan["llm"], gguf=args.gguf, attention=args.attention, dtype=args.dtype)
     else:
         backend = make_backend(LLMSpec(plan["llm"], backend=args.backend))
         if args.attention != "auto":
             if not hasattr(backend, "attention"):
                 raise ConfigError(f"--attention applies to the transformers backends, not {type(backend).__name__}")
             backend.attention = args.attention
+    if args.prefix_batch == "auto" and hasattr(backend, "rows_from_memory"):
+        from bench.llm.hf import AUTO_ROWS_CAP
+
+        backend.rows_from_memory, args.prefix_batch = True, AUTO_ROWS_CAP
     for name, value in (("prefix_batch_size", args.prefix_batch), ("kv_cache_gib", args.kv_cache_gib)):
         if value is not None and hasattr(backend, name):
             setattr(backend, name, value)
@@ -660,6 +670,7 @@ def _table_calls(args) -> int:
     recorded = answer_plan(plan, client, progress=not args.no_progress, check=not args.no_check)
     if hasattr(backend, "attention"):
         recorded["attention"] = backend.model.config._attn_implementation  # the kernel that answered
+    recorded.update(backend.runtime())  # device, weights' dtype, the kernel checks of the first batches
     out = args.recorded or args.cache.with_suffix(".recorded.json")
     out.write_text(json.dumps(recorded, indent=1) + "\n")
     print(f"answered plan {plan['plan']} in {recorded['seconds']:.0f} s into {args.cache}; wrote {out}")

@@ -9,6 +9,9 @@ P7 (--engines hf,llamacpp): the same pull (same prompts, greedy) on each engine:
 P4: milliseconds for the DEARICL surrogate to rank 1,000 candidate subsets for one query.
 P5: share of a bandit round's wall time spent outside the LLM (bookkeeping + reward scoring), over
     rounds with fresh LLM calls.
+--model-config NAME --random-weights: a registered model's shape, randomly initialised: ms per decoding step,
+    tokens/s, prefill tokens/s, peak memory, the fraction of the memory-bandwidth roofline, and projected hours of
+    named workloads (bench/model_perf.py).
 Scaling (--scaling-items N): items/s of `python -m bench --methods knn --pool-size 200` on N test items
     with 1 process and with `torchrun --nproc_per_node P` (cores / P threads each), from a fresh cache
     each time; wall time includes loading the model in every process.
@@ -51,6 +54,19 @@ def parser() -> argparse.ArgumentParser:
                    help="also measure items/s of a knn run on this many test items with 1 and 2 processes "
                         "(torchrun); 0 skips it")
     p.add_argument("--processes", default="1,2", help="process counts for --scaling-items")
+    model = p.add_argument_group("a registered model's shape with random weights (bench/model_perf.py)")
+    model.add_argument("--model-config", default=None, metavar="NAME",
+                       help="measure this registered LLM's configuration (llama3.2-3b, gemma3-270m, ...) instead of "
+                            "P3-P5; needs --random-weights")
+    model.add_argument("--random-weights", action="store_true",
+                       help="initialise the weights at random (speed and memory do not depend on their values)")
+    model.add_argument("--batch-sizes", default="1,20,64,256,750", help="rows decoded together, comma-separated")
+    model.add_argument("--prompt-tokens", type=int, default=512, help="tokens of each row's prompt")
+    model.add_argument("--steps", type=int, default=32, help="decoding steps timed per batch size")
+    model.add_argument("--layers", type=int, default=None,
+                       help="keep the first N layers only (a CPU-sized check of the same code)")
+    model.add_argument("--dtype", choices=["auto", "float32", "bfloat16"], default="auto",
+                       help="weights' dtype (auto: bfloat16 on a GPU, float32 on a CPU)")
     p.add_argument("--out", "--json", dest="out", type=Path, default=None,
                    help="write the results here as JSON (--json is the old name)")
     return p
@@ -78,6 +94,8 @@ def run(argv: list[str]) -> dict:
     from bench.llm.embedded import EmbeddedModel
     from bench.tasks import make_task
 
+    if args.model_config is not None or args.random_weights:
+        return _model_config(args)
     engines = [e for e in (args.engines or "").split(",") if e]
     unknown = sorted(set(engines) - {"hf", "llamacpp"})
     if unknown:
@@ -126,6 +144,30 @@ def run(argv: list[str]) -> dict:
         if base:
             best = max(row["items_per_second"] for row in result["engines"].values())
             result["p7_engine_speedup"] = best / base["items_per_second"]
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2))
+    return result
+
+
+def _model_config(args) -> dict:
+    """--model-config NAME --random-weights: bench/model_perf.py's measurement, printed and written to --out."""
+    from bench.errors import ConfigError
+    from bench.llm.registry import architecture_config
+    from bench.model_perf import measure, render
+
+    if args.model_config is None or not args.random_weights:
+        raise ConfigError("--model-config NAME needs --random-weights (no weights are downloaded), and the other way")
+    try:
+        sizes = [int(x) for x in args.batch_sizes.split(",") if x]
+    except ValueError:
+        raise ConfigError(f"--batch-sizes: comma-separated row counts, got {args.batch_sizes!r}") from None
+    if not sizes or min(sizes) <= 0 or args.prompt_tokens < 2 or args.steps <= 0 or (args.layers or 1) <= 0:
+        raise ConfigError("--batch-sizes, --prompt-tokens (2 or more), --steps and --layers must be positive")
+    architecture_config(args.model_config)  # an unknown name fails here, before torch loads a model
+    result = measure(args.model_config, batch_sizes=sizes, prompt_tokens=args.prompt_tokens, steps=args.steps,
+                     layers=args.layers, dtype=args.dtype)
+    print(render(result))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2))

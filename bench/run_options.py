@@ -31,6 +31,11 @@ def positive(value: str) -> int:
     return n
 
 
+def rows_or_auto(value: str) -> int | str:
+    """A positive row count, or auto (rows from the free accelerator memory)."""
+    return "auto" if value == "auto" else positive(value)
+
+
 def k_list(value: str) -> list[int]:
     """'1,2,4,8' -> [1, 2, 4, 8] (positive, distinct, ascending)."""
     try:
@@ -172,8 +177,9 @@ class RunOptions:
                 "(recorded in results.json)",
         parse=parse_threads, metavar="auto|N")
     batch_size: int = option(4, "prompts per LLM batch", parse=positive)
-    prefix_batch_size: int = option(
-        32, "items of one arm pull decoded together after their shared prefix (hf/embedded)", parse=positive)
+    prefix_batch_size: int | str = option(
+        32, "items of one arm pull decoded together after their shared prefix (hf/embedded); auto: as many as "
+            "the free GPU memory holds (on a CPU, as --kv-cache-gib holds)", parse=rows_or_auto, metavar="N|auto")
     kv_cache_gib: float = option(4.0, "memory cap on those batches' key/value caches", parse=float)
     concurrency: int = option(4, "parallel requests to an OpenAI server", parse=positive)
     timeout: float = option(120.0, "seconds per server request", parse=float)

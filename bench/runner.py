@@ -424,6 +424,7 @@ class Runner:
 
         meta = {"command": self.cfg.command, "options": self.cfg.options, **environment(),
                 "threads": self.threads.as_dict(), "started": started,
+                "llm_runtime": self.client.backend.runtime(),
                 "embedding_cache": {"path": str(self.encoder.cache_path) if self.encoder.cache_path else None,
                                     "texts_served": self.encoder.from_cache},
                 "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")}

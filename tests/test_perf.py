@@ -40,3 +40,34 @@ def test_perf_engines_report_p7(tmp_path, data_dir):
     assert "P7 fastest engine / transformers" in proc.stdout
     bad = bench("perf", "--engines", "llamacpp,hf", "--only-engines")
     assert bad.returncode == 2 and "list hf first" in bad.stderr
+
+
+def test_a_registered_configuration_is_measured_with_random_weights(tmp_path):
+    """`perf --model-config NAME --random-weights`: the paper's Llama 3.2 3B shape, cut to one layer for a CPU."""
+    out = tmp_path / "model.json"
+    proc = bench("perf", "--model-config", "llama3.2-3b", "--random-weights", "--layers", "1", "--batch-sizes", "1,3",
+                 "--prompt-tokens", "24", "--steps", "3", "--out", str(out), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(out.read_text())
+    assert r["random_weights"] and r["layers"] == 1 and r["full_layers"] == 28
+    assert r["parameters"] == 128256 * 3072 + 3072 + (4 * 3072 * 128 * 8 + 2 * 3072 * 128 * 16 + 3 * 3072 * 8192
+                                                       + 2 * 3072)  # tied embeddings, one layer
+    assert [b["rows"] for b in r["batches"]] == [1, 3]
+    for b in r["batches"]:
+        assert b["ms_per_step"] > 0 and 0 < b["roofline_fraction"] and b["host_syncs"] == 1
+        # the bytes a step must read: every weight once, and each row's keys and values (8 heads x 128, float32)
+        kv = 2 * b["rows"] * 8 * 128 * 4 * (24 + (2 + 3) // 2)
+        assert b["bytes_read_per_step"] == r["weight_bytes"] + kv
+    assert {p["workload"] for p in r["projections"]} == {"case-gsm8k", "table-gsm8k", "paper-rq1-rq3"}
+    assert all(p["projected_hours"] > 0 for p in r["projections"])
+    assert "not of the whole 28-layer model" in proc.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model-config", "llama3.2-3b"], "needs --random-weights"),
+    (["--model-config", "no-such-model", "--random-weights"], "no registered configuration"),
+    (["--model-config", "llama3.2-3b", "--random-weights", "--batch-sizes", "4,x"], "--batch-sizes"),
+])
+def test_model_config_errors_are_one_line(args, message):
+    proc = bench("perf", *args, timeout=120)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr

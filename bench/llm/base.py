@@ -126,6 +126,10 @@ class Backend(ABC):
     def describe(self) -> str:
         return self.model_id
 
+    def runtime(self) -> dict:
+        """How the model runs (device, dtype, kernels), once it has; {} where a backend does not say."""
+        return {}
+
     def close(self) -> None:
         pass
 

@@ -105,16 +105,20 @@ class EmbeddedModel(HFBackend):
 
     def __init__(self, name: str = "gemma3-270m", batch_size: int = 4, threads: int | None = None,
                  prefix_batch_size: int = 32, kv_cache_gib: float = 4.0, share_prefix: bool = True,
-                 gguf: Path | None = None, sampler: str = "auto", attention: str = "auto"):
+                 gguf: Path | None = None, sampler: str = "auto", attention: str = "auto", kernel_check: str = "auto",
+                 dtype: str = "float32"):
         if name not in EMBEDDED:
             raise LLMError(f"no embedded model '{name}'; embedded: {', '.join(EMBEDDED)}")
         self.alias = name
         self.spec = EMBEDDED[name] if gguf is None else replace(EMBEDDED[name], locate=lambda: _given_gguf(gguf))
         _gguf, sha = self.spec.locate()  # a missing package fails here, before any work
         # The GGUF's hash identifies the weights in the cache.
-        super().__init__(name, batch_size=batch_size, dtype="float32", threads=threads,
+        # float32 by default, as every cache here was answered; `table calls --dtype bfloat16` records its dtype in the
+        # table's meta (runtime()), under the same model id
+        super().__init__(name, batch_size=batch_size, dtype=dtype, threads=threads,
                          prefix_batch_size=prefix_batch_size, kv_cache_gib=kv_cache_gib, share_prefix=share_prefix,
-                         sampler=sampler, attention=attention, model_id=f"{name}-{self.spec.quant}@{sha[:12]}")
+                         sampler=sampler, attention=attention, kernel_check=kernel_check,
+                         model_id=f"{name}-{self.spec.quant}@{sha[:12]}")
 
     def _load(self):
         if self._model is None:

