@@ -26,6 +26,7 @@ SUBCOMMANDS = {  # name -> what it does, for `python -m bench --help`
     "perf": "speed ratios: shared-prefix pulls, ranking, bandit overhead",
     "data": "fetch the bundled data from its pinned sources (checksums verified), or verify a data folder",
     "table": "record every (arm, item) reward of the bandit setting once (build), or summarise a table (show)",
+    "view": "one self-contained HTML file of run folders or a study, item by item (no server, no network)",
 }
 DEMO_METHODS = ("zero-shot", "few-shot", "knn", "mmr")  # what a bare run shows the plan of (the README demo)
 EXIT_FIT_FAILED = 3  # some (method, task) fits failed; their rows say why (2 is bad input)
@@ -107,7 +108,7 @@ def run_config(options: RunOptions, command: str = ""):
         ltr_data=tuple(options.ltr_data), selection_llm=selection_llm, selection_generation=selection_generation,
         selections=options.selections, reuse_selections=not options.no_selection_reuse, prices=options.prices,
         replay_from=run_folders(options.replay_from),
-        log_prompts=options.log_prompts, options=options.to_mapping(), command=command,
+        log_prompts=options.log_prompts, html=not options.no_html, options=options.to_mapping(), command=command,
         task_files=[Path(p) for p in options.task_file], scoring=options.scoring, calibration=options.calibration,
         reward=options.reward)
 
@@ -149,7 +150,7 @@ def cmd_run(argv: list[str]) -> int:
     results = runner.run()
     if not results:
         return 0
-    print(f"wrote {out}/records.jsonl, calls.jsonl, results.json, report.md")
+    print(f"wrote {out}/records.jsonl, calls.jsonl, results.json, report.md" + (", report.html" if config.html else ""))
     return print_summary(results)
 
 
@@ -311,6 +312,24 @@ def cmd_report(argv: list[str]) -> int:
     return 0
 
 
+def view_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="python -m bench view", formatter_class=HelpFormatter,
+               description="One self-contained HTML file (reports/viewer.py): results, items, selection, plots, "
+                           "provenance; a page per task.")
+    p.add_argument("dirs", type=Path, nargs="+", help="run folder(s), or study folder(s) (run folders inside)")
+    p.add_argument("--out", type=Path, required=True, metavar="FILE.html", help="the HTML file to write")
+    return p
+
+
+def cmd_view(argv: list[str]) -> int:
+    args = view_parser().parse_args(argv)
+    from reports.viewer import write_viewer
+
+    path = write_viewer(args.dirs, args.out)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); open it in a browser, no server needed")
+    return 0
+
+
 def compare_parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m bench compare", formatter_class=HelpFormatter)
     p.add_argument("dir", type=Path, help="run folder (or its results.json)")
@@ -379,7 +398,13 @@ def cmd_simulate(argv: list[str]) -> int:
     kind = "RECORDED (real LLM rewards replayed from a table)" if env.get("recorded") else "SIMULATED"
     print(f"{kind} environment '{env['name']}' (m={env['m']}, epsilon={env['epsilon']}, delta={env['delta']}):")
     for r in out["results"]:
-        coverage = "  coverage n/a" if r["coverage"] is None else f"  coverage {r['coverage']:.3f}"
+        coverage = "  coverage n/a" if r["coverage"] is None else f"  coverage {r['coverage']:.3f} of rounds"
+        if "event_rate" in r:  # what the guarantee is about: the event at every round of a run
+            coverage += (f", every round in {r['event_rate']:.3f} of runs (95% lower bound {r['event_rate_lcb95']:.3f}"
+                         + (f"; sample missed the top rho in {r['sampling_miss_rate']:.3f}" if "sampling_miss_rate" in r
+                            else "") + ")")
+        if r["method"] == "dearicl-pac-model":
+            coverage += "  [a model stop: NOT a certificate]"
         # a SIMULATED population has no LLM: its count is the distinct rewards drawn
         calls = (f"  {'rewards' if r.get('simulated') else 'calls'} {r['mean_calls']:.0f}" if "mean_calls" in r
                  else "")
@@ -702,7 +727,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] in SUBCOMMANDS:
         argv = argv[1:]
     handler = {"run": cmd_run, "list": cmd_list, "report": cmd_report, "compare": cmd_compare,
-               "simulate": cmd_simulate, "perf": cmd_perf, "data": cmd_data, "table": cmd_table}[command]
+               "simulate": cmd_simulate, "perf": cmd_perf, "data": cmd_data, "table": cmd_table,
+               "view": cmd_view}[command]
     try:
         return handler(argv)
     except BenchError as exc:

@@ -94,7 +94,8 @@ def parser() -> argparse.ArgumentParser:
                         "where recorded, else loglik")
     p.add_argument("--methods", default=None,
                    help=f"comma-separated, or 'all': {', '.join(SIM_METHODS)} (default: {DEFAULT_METHODS}; "
-                        "case only on linear)")
+                        "case only on linear; dearicl-pac-model stops on its model's intervals: NOT a certificate, its "
+                        "stops read model-stop)")
     p.add_argument("--neural", default="", metavar="KEY=VALUE,...",
                    help="NeuralConfig overrides for the DEARICL methods (the open knobs: mc_passes, width_scale, "
                         "width_schedule, stability_init, bias_init, estimate, lr, epochs_per_round, batch_size, ...)")
@@ -348,11 +349,17 @@ def upper_bound95(errors: list) -> float:
     return float(stats.beta.ppf(0.95, k + 1, n - k)) if k < n else 1.0
 
 
+def lower_bound95(successes: list) -> float:
+    """One-sided 95% Clopper-Pearson lower bound of a success rate (n successes in n runs: 0.05^(1/n))."""
+    n, k = len(successes), int(sum(successes))
+    return float(stats.beta.ppf(0.05, k, n - k + 1)) if k > 0 else 0.0
+
+
 def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, linear: bool) -> tuple[dict, list]:
     spec = SIM_METHODS[name]
     per_run: dict[str, list] = {"pulls": [], "rounds": [], "calls": [], "error": [], "eps_error": [], "regret": [],
                                 "coverage": [], "seconds": [], "eps_error_pool": [], "oracle_floor_pool": [],
-                                "regret_pool": []}
+                                "regret_pool": [], "event": [], "sample_miss": []}
     stops: dict[str, int] = {}
     trace0: list = []
     # CASE off GIFA's linear environment: the harness's sigma and patience, or the named variant's
@@ -370,8 +377,12 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
         elif spec.kind == "paired":
             res = PairedLUCB(env, m, epsilon=epsilon, delta=args.delta, max_pulls=args.budget, cs=spec.cs).run()
         elif spec.kind == "quantile":
-            res = QuantileLUCB(env, args.rho, epsilon=epsilon, delta=args.delta, max_pulls=args.budget,
-                               cs=spec.cs or args.cs, seed=args.seed * 1000 + r, **spec.lucb).run()
+            quantile = QuantileLUCB(env, args.rho, epsilon=epsilon, delta=args.delta, max_pulls=args.budget,
+                                    cs=spec.cs or args.cs, seed=args.seed * 1000 + r, **spec.lucb)
+            res = quantile.run()
+            # the sampling half of delta: the sample held no arm of the top rho
+            per_run["sample_miss"].append(float(env.true_means[quantile.sample].max()
+                                                < quantile_target(env.true_means, args.rho) - 1e-12))
         elif spec.kind == "pac":
             surrogate = NeuralSurrogate(world.queries, world.arm_emb, delta=args.delta,
                                         config=NeuralConfig(seed=args.seed + r))
@@ -419,6 +430,8 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
             per_run["calls"].append(env.harness_calls())
         if res.coverage is not None:
             per_run["coverage"].append(res.coverage)
+        if getattr(res, "event_held", None) is not None:
+            per_run["event"].append(float(res.event_held))
         stops[res.stopped_by] = stops.get(res.stopped_by, 0) + 1
         if r == 0:
             trace0 = res.trace
@@ -439,6 +452,12 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
         mean, se = mean_se(per_run[key]) if per_run[key] else (None, None)
         row[label], row[label.replace("mean_", "") + "_se"] = mean, se
     row["eps_error_ucb95"] = upper_bound95(per_run["eps_error"])
+    if per_run["event"]:  # what the guarantee is about: runs whose event held at every round, and its 95% lower bound
+        row.update(event_rate=float(np.mean(per_run["event"])), event_runs=len(per_run["event"]),
+                   event_rate_lcb95=lower_bound95(per_run["event"]))
+    if per_run["sample_miss"]:  # quantile-PAC's other half of delta
+        row.update(sampling_miss_rate=float(np.mean(per_run["sample_miss"])),
+                   sampling_miss_ucb95=upper_bound95(per_run["sample_miss"]))
     row["target"] = target  # what eps-error, regret and coverage are judged against: what the pulls estimate
     if per_run["eps_error_pool"]:  # a table's fixed set: the pool as a second target, with the protocol's floor
         row.update(eps_error_pool_rate=float(np.mean(per_run["eps_error_pool"])),

@@ -12,7 +12,7 @@ from typing import Protocol
 import numpy as np
 
 from bench.errors import BudgetExhausted, ConfigError
-from dearicl.confidence import trace_coverage, true_simple_regret
+from dearicl.confidence import trace_coverage, trace_event_held, true_simple_regret
 from dearicl.surrogates import Surrogate
 
 RULES = ("greedy", "variance", "both", "random")
@@ -60,6 +60,7 @@ class BanditResult:
     trace: list[dict] = field(default_factory=list)
     pulled: dict[int, int] = field(default_factory=dict)  # arm -> number of pulls
     coverage: float | None = None  # share of rounds whose width covered every true gap (known truth only)
+    event_held: bool | None = None  # the widths covered at every round (trace_event_held): a model's intervals, no proof
 
 
 def gaps_covered(estimates: np.ndarray, truth: np.ndarray, widths: np.ndarray) -> bool:
@@ -159,7 +160,7 @@ class GapIndexTopM:
         final = upper[np.argsort(-self.s.means(upper), kind="stable")]
         return BanditResult(top_m=final.tolist(), seen=sorted(seen), pulls=self.pulls, rounds=self.t,
                             stopped_by=stopped_by, trace=trace, pulled=dict(self.pulled),
-                            coverage=trace_coverage(trace))
+                            coverage=trace_coverage(trace), event_held=trace_event_held(trace))
 
     def _finish_row(self, row: dict, began: float, llm_before: float, calls_before: int) -> dict:
         wall = time.perf_counter() - began

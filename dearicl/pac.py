@@ -39,7 +39,7 @@ from scipy.stats import chi2
 
 from bench.errors import BudgetExhausted, ConfigError
 from dearicl.confidence import (FIXED_SET_SEQUENCES, ArmStats, OutOfPulls, confidence_sequence, trace_coverage,
-                                truth_fields)
+                                trace_event_held, truth_fields)
 
 
 STOPS = ("sequences", "model")
@@ -83,6 +83,7 @@ class PacResult:
     stopped_by: str  # "certified" | "model-stop" (stop="model": no certificate) | "budget" | "max_pulls" | "max_rounds"
     trace: list[dict] = field(default_factory=list)
     coverage: float | None = None
+    event_held: bool | None = None  # every arm's interval held at every round (trace_event_held)
     certificate: dict = field(default_factory=dict)  # the last round's xi, sigma, gap index, audits
     seen: list[int] = field(default_factory=list)  # every arm pulled
 
@@ -231,5 +232,5 @@ class CertifiedTopM:
             top, _, _, gap, _, _ = self.frontier(lo, hi)
             info = {**info, "gap_index": gap, "audits": len(self.audits)}
         return PacResult(top_m=[int(a) for a in top], pulls=self.pulls, rounds=rounds, stopped_by=stopped_by,
-                         trace=trace, coverage=trace_coverage(trace), certificate=info,
+                         trace=trace, coverage=trace_coverage(trace), event_held=trace_event_held(trace), certificate=info,
                          seen=[int(a) for a in np.flatnonzero(self.stats.n)])

@@ -29,7 +29,8 @@ from __future__ import annotations
 import numpy as np
 
 from bench.errors import BudgetExhausted, ConfigError
-from dearicl.confidence import LUCBResult, OutOfPulls, QueryBernsteinCS, WoRBettingCS, confidence_sequence
+from dearicl.confidence import (LUCBResult, OutOfPulls, QueryBernsteinCS, WoRBettingCS, confidence_sequence, trace_coverage,
+                                trace_event_held)
 
 PAIRED_SEQUENCES = ("query-bernstein", "wor")
 # the without-replacement sequence's bet cap on paired differences: (X_a - X_b + 1) / 2 sits near 1/2 with a small
@@ -160,10 +161,9 @@ class PairedLUCB:
             stopped_by = "budget"
         except OutOfPulls:
             stopped_by = "max_pulls"
-        covered = [row["covered"] for row in trace if "covered" in row]
         return LUCBResult(top_m=[int(a) for a in self._top()[: self.m]], pulls=self.pulls, rounds=rounds,
-                          stopped_by=stopped_by, trace=trace,
-                          coverage=float(np.mean(covered)) if covered else None)
+                          stopped_by=stopped_by, trace=trace, coverage=trace_coverage(trace),
+                          event_held=trace_event_held(trace))
 
     def _truth_row(self, truth: np.ndarray, top, rest, lowers: np.ndarray) -> dict:
         """Coverage over the pairs the certificate's delta covers: (j outside the true top m, o inside), examined

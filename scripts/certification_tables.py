@@ -26,7 +26,9 @@ def cell(row: dict | None) -> str:
     elif "model-stop" in stops:
         text += " (model stop: not a certificate)"
     errors = round(row["eps_error_rate"] * row["runs"])
-    return text + f"; {errors}/{row['runs']}; {row['coverage']:.3f}"
+    # the share of rounds covered, then (where recorded) the share of runs whose event held at every round
+    event = f"; every round {row['event_rate']:.2f}" if "event_rate" in row else ""
+    return text + f"; {errors}/{row['runs']}; {row['coverage']:.3f}{event}"
 
 
 def paired_ratio(row: dict | None, base: dict | None, key: str = "pulls") -> str:

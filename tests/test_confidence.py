@@ -633,3 +633,44 @@ def test_lucb_pp_on_a_finite_pool_builds_its_one_sided_sequences_over_that_pool(
     lucb = LUCB(Pool(), m=1, cs="wor", split="lucb++")
     for seq in (lucb.sequence, lucb.upper_sequence):
         assert isinstance(seq, WoRBettingCS) and seq.population == 6 and seq.one_sided
+
+
+def test_an_invalid_threshold_is_caught_by_the_every_round_event_rate_and_not_by_eps_error():
+    """An audit control: LUCB whose intervals are a third of their valid width. On well-separated arms it still
+    returns an epsilon-good set nearly always, so eps-error stays below delta; the event its proof needs (every
+    true mean inside its interval at every round) fails in most runs, and the rate's 95% upper bound is far below
+    1 - delta. The valid sequences hold it in every run (95% lower bound >= 1 - delta)."""
+    from bench.simulate import lower_bound95, upper_bound95
+    from dearicl.confidence import trace_event_held
+
+    class Overconfident(LUCB):
+        def bounds(self):
+            lower, upper = super().bounds()
+            mean = self.stats.mean
+            return mean - (mean - lower) / 3, mean + (upper - mean) / 3
+
+    means = [0.9, 0.85, 0.8, 0.35, 0.3, 0.25, 0.2, 0.2]
+    delta, runs = 0.05, 100
+    rates = {}
+    for name, cls in (("valid", LUCB), ("invalid", Overconfident)):
+        held, eps_error, shares = [], [], []
+        for seed in range(runs):
+            res = cls(MeansEnv(means, np.random.default_rng(seed)), m=3, epsilon=0.1, delta=delta).run()
+            held.append(trace_event_held(res.trace))
+            shares.append(res.coverage)
+            eps_error.append(float(min(np.asarray(means)[res.top_m]) < 0.8 - 0.1))
+        rates[name] = (np.mean(held), lower_bound95(held), upper_bound95(held), np.mean(eps_error), np.mean(shares))
+    valid, invalid = rates["valid"], rates["invalid"]
+    assert valid[0] == 1.0 and valid[1] >= 1 - delta
+    assert invalid[3] <= delta  # eps-error does not see the bad threshold
+    assert invalid[2] < 1 - delta and invalid[0] < 0.8  # the every-round rate does: its 95% upper bound < 1 - delta
+    assert invalid[4] >= invalid[0]  # a run's share of rounds is never below its every-round indicator
+
+
+def test_the_event_holds_in_a_run_only_if_it_holds_at_every_round():
+    from dearicl.confidence import trace_coverage, trace_event_held
+
+    trace = [{"covered": True}, {"covered": False}, {"covered": True}, {"covered": True}]
+    assert trace_event_held(trace) is False and trace_coverage(trace) == 0.75
+    assert trace_event_held([{"covered": True}] * 3) is True
+    assert trace_event_held([{"round": 1}]) is None  # no known truth: nothing to judge

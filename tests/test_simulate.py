@@ -104,6 +104,11 @@ def test_family_run_reports_every_metric_with_standard_errors(tmp_path, data_dir
         assert res["pulls_se"] == pytest.approx(np.std(res["pulls"], ddof=1) / np.sqrt(2))
         assert res["simple_regret_se"] >= 0 and res["eps_error_rate_se"] >= 0
         assert 0.0 <= res["coverage"] <= 1.0 and len(res["coverage_per_run"]) == 2, res["method"]
+        # the rate the guarantee bounds: runs whose event held at every round, never above the share of rounds
+        assert res["event_runs"] == 2 and res["event_rate"] <= res["coverage"] + 1e-12, res["method"]
+        assert 0.0 <= res["event_rate_lcb95"] <= res["event_rate"]
+    quantile = {r["method"]: r for r in data["results"]}["lucb-quantile"]
+    assert quantile["sampling_miss_rate"] == 0.0  # 24 arms, all sampled: the top rho is in the sample
     settings = {r["method"]: r["settings"] for r in data["results"]}
     assert settings["dearicl-cal0"] == {"calibration": 0.0}
     assert settings["dearicl-paper-schedule"] == {"epochs_per_round": 1, "lr": 1e-4}
@@ -143,3 +148,36 @@ def test_population_protocol_on_a_family_certifies_the_realized_pool_and_pairing
     assert "distinct rewards" in header and "LLM calls" not in header  # SIMULATED: no LLM was called
     assert rows["lucb-paired-wor"]["mean_pulls"] < 0.8 * rows["lucb-wor"]["mean_pulls"], \
         (rows["lucb-paired-wor"]["pulls"], rows["lucb-wor"]["pulls"])
+
+
+def test_no_table_help_or_summary_calls_a_model_stop_a_certificate(capsys):
+    """dearicl-pac runs made before its certified stop, and dearicl-pac-model, stopped on the model's intervals:
+    the study tables, the help and the printed summary say so, and never "certified"."""
+    import re
+    from pathlib import Path
+
+    from reports.simulated import MODEL_STOP, by_family, stops_label, study_markdown
+
+    root = Path(__file__).parents[1]
+    old = {"method": "dearicl-pac", "settings": {}, "stopped_by": {"certified": 20}}
+    assert stops_label(old) == f"{MODEL_STOP} 20"
+    assert stops_label({"method": "dearicl-pac-model", "settings": {"stop": "model"},
+                        "stopped_by": {"model-stop": 3, "max_pulls": 1}}) == f"{MODEL_STOP} 3, max_pulls 1"
+    assert stops_label({"method": "dearicl-pac", "settings": {"stop": "sequences"},
+                        "stopped_by": {"certified": 5}}) == "certified 5"
+    # the committed study tables are what their JSONs give (so stops_label labelled every row), and no
+    # dearicl-pac-model row anywhere reads "certified"
+    study = root / "studies" / "bandit"
+    paths = sorted(study.glob("*-gap-index.json")) + sorted(study.glob("*-certified.json")) \
+        + sorted(study.glob("*-ablations.json"))
+    assert (study / "tables.md").read_text() == study_markdown(*by_family(paths)) + "\n"
+    certification = sorted((study / "certification").glob("*.json"))
+    assert (study / "certification" / "tables.md").read_text() == study_markdown(*by_family(certification)) + "\n"
+    for table in root.glob("**/*.md"):
+        for line in table.read_text().splitlines():
+            if re.match(r"\|\s*`?dearicl-pac-model`?\s*\|", line):
+                assert not re.search(r"\bcertified \d", line), (table, line)
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    help_text = re.sub(r"-\s+", "-", " ".join(capsys.readouterr().out.split()))  # argparse wraps at hyphens
+    assert "dearicl-pac-model stops on its model's intervals: NOT a certificate" in help_text
