@@ -232,6 +232,8 @@ class RunOptions:
                  "the paper's Table 3) or own,dearicl for both", parse=csv)
     plugin: list[str] = option([], "module that registers selectors (repeatable)", parse=str, many="append")
     log_prompts: bool = option(False, "store each item's full prompt in records.jsonl", flag=True)
+    no_html: bool = option(False, "write no report.html (the item-by-item viewer, `python -m bench view`) beside "
+                                  "report.md", flag=True)
     no_progress: bool = option(False, "no progress bars", flag=True)
     # selector parameters, {METHOD or '*': {NAME: VALUE}}: a file's `params:`, evaluate's `param=`, --param flags
     params: dict[str, dict] = field(default_factory=dict, metadata={"cli": False})

@@ -84,6 +84,7 @@ class RunConfig:
     options: dict = field(default_factory=dict)  # the resolved command-line options (written as run_config.yaml)
     command: str = ""  # the command line that started the run (results.json's meta)
     log_prompts: bool = False  # store each item's full prompt in records.jsonl
+    html: bool = True  # report.html (reports/viewer.py) beside report.md; --no-html: none
     selectors: dict = field(default_factory=dict)  # name -> Selector instance (bench.evaluate); never replayed
     llm_backend: Any = None  # a backend object answering for `llm` (bench.evaluate), instead of make_backend
     task_files: list[Path] = field(default_factory=list)  # YAML task specs (--task-file), registered before use
@@ -433,6 +434,10 @@ class Runner:
                                 selection_llm=self.selection_client.backend.describe(), meta=meta)
         write_results(self.out, results)
         write_report(self.out, prices=self.prices)
+        if self.cfg.html:
+            from reports.viewer import write_run_html
+
+            write_run_html(self.out)
         return results
 
     def _run_one(self, task: Task, splits, method: str, done: set, records_path: Path) -> None:

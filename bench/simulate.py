@@ -73,7 +73,10 @@ SIM_METHODS = {
     # one-sided sequences on paired differences, on the same queries, at delta / (m (K - m)) a pair (dearicl/paired.py)
     "lucb-paired": SimMethod("paired", "lucb", cs="query-bernstein"),
     "lucb-paired-wor": SimMethod("paired", "lucb", cs="wor"),  # the same under --protocol population
+    "lucb-paired-pp": SimMethod("paired", "lucb", cs="query-bernstein", lucb={"split": "lucb++"}),  # arms' split
+    "lucb-paired-pp-wor": SimMethod("paired", "lucb", cs="wor", lucb={"split": "lucb++"}),
     "dearicl-pac": SimMethod("pac"),  # certified stop on the confidence sequences (dearicl/pac.py)
+    "dearicl-pac-pp": SimMethod("pac", lucb={"split": "lucb++"}),  # the same stop, LUCB++'s one-sided split
     "dearicl-pac-model": SimMethod("pac", stop="model"),  # the earlier model-interval stop: NOT a certificate
 }
 ENVS = ("linear", *FAMILIES, "custom", "table:FILE")
@@ -375,7 +378,8 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
             res = LUCB(env, m, epsilon=epsilon, delta=args.delta, max_pulls=args.budget, cs=spec.cs or args.cs,
                        **spec.lucb).run()
         elif spec.kind == "paired":
-            res = PairedLUCB(env, m, epsilon=epsilon, delta=args.delta, max_pulls=args.budget, cs=spec.cs).run()
+            res = PairedLUCB(env, m, epsilon=epsilon, delta=args.delta, max_pulls=args.budget, cs=spec.cs,
+                             **spec.lucb).run()
         elif spec.kind == "quantile":
             quantile = QuantileLUCB(env, args.rho, epsilon=epsilon, delta=args.delta, max_pulls=args.budget,
                                     cs=spec.cs or args.cs, seed=args.seed * 1000 + r, **spec.lucb)
@@ -388,7 +392,8 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
                                         config=NeuralConfig(seed=args.seed + r))
             res = CertifiedTopM(env, surrogate, PacConfig(m=m, epsilon=epsilon, delta=args.delta,
                                                           cold_start=args.cold_start, max_pulls=args.budget, cs=args.cs,
-                                                          stop=spec.stop, seed=args.seed * 1000 + r)).run()
+                                                          stop=spec.stop, seed=args.seed * 1000 + r,
+                                                          **spec.lucb)).run()
         else:
             if spec.kind == "linear":
                 # GIFA's linear environment: the surrogate assumes its noise level, lambda = sigma / 20; elsewhere the

@@ -19,6 +19,13 @@ every arm of S is then within epsilon of the true m-th best, for ANY choice of S
 the outsiders whose upper bounds tie (every unpulled arm has 1), which is pulled first (the highest model upper
 bound). `coverage` counts the rounds in which every arm's true mean lies in its sequence's interval.
 
+`split="lucb++"` (with stop="sequences") reads each arm's lower side from a one-sided sequence at
+delta / (2 (K - m)) and its upper side from one at delta / (2 m). The proof needs only those sides: if a returned
+a has mu_a < mu_(m) - epsilon, a is outside every true top-m set T*, and since |S| = m some b in T* is outside S;
+then L_a <= mu_a (a's lower side, K - m arms outside T*) and U_b >= mu_b >= mu_(m) (b's upper side, m arms in T*),
+while the stop said L_a >= U_b - epsilon: mu_a >= mu_(m) - epsilon, a contradiction. This holds for ANY S, so the
+network still only chooses where to look. Its `coverage` is of that one-sided event (certificate_covers).
+
 `stop="model"` is the earlier rule, kept to compare: it stops on the combined intervals (sequences at
 delta / (2K)). xi is a point estimate over at most 20 audit arms, recomputed every round, and beta is a
 fixed-design bound that ignores the adaptive design, so the model interval is NOT a valid bound: its measured
@@ -59,6 +66,7 @@ class PacConfig:
     ridge: float = 1.0
     cs: str = "query-bernstein"  # the assumption-free sequence on pulled arms (dearicl/confidence.py)
     stop: str = "sequences"  # "sequences": a certificate; "model": the earlier, uncertified model-interval stop
+    split: str = "uniform"  # the sequences' delta: "uniform" (delta / K, both sides) or "lucb++" (one-sided, see below)
     max_pulls: int | None = None
     max_rounds: int = 100_000
     seed: int = 0
@@ -71,6 +79,9 @@ class PacConfig:
             raise ConfigError("dearicl-pac: audits_at_start must be >= 2 and audit_share in [0, 1)")
         if self.stop not in STOPS:
             raise ConfigError(f"dearicl-pac: stop must be one of {', '.join(STOPS)}, got {self.stop!r}")
+        if self.split not in ("uniform", "lucb++") or self.split == "lucb++" and self.stop != "sequences":
+            raise ConfigError(f"dearicl-pac: split must be uniform or lucb++ (lucb++ with stop=sequences), got "
+                              f"{self.split!r}")
         if self.cs not in FIXED_SET_SEQUENCES:
             raise ConfigError(f"dearicl-pac: cs must be one of {', '.join(FIXED_SET_SEQUENCES)}, got {self.cs!r}")
 
@@ -98,7 +109,12 @@ class CertifiedTopM:
         self.stats = ArmStats(k)
         # the sequences carry the whole delta when they alone decide the stop; half of it beside the model interval
         share = 1 if config.stop == "sequences" else 2
-        self.cs = confidence_sequence(config.cs, k, config.delta / (share * k))
+        if config.split == "lucb++":  # members' lower sides outside T*, outsiders' upper sides inside it
+            self.cs = confidence_sequence(config.cs, k, config.delta / (2 * (k - config.m)), one_sided=True)
+            self.upper_cs = confidence_sequence(config.cs, k, config.delta / (2 * config.m), one_sided=True)
+        else:
+            self.cs = confidence_sequence(config.cs, k, config.delta / (share * k))
+            self.upper_cs = self.cs
         self.audits: list[int] = []
         self.pulls, self.since_refresh = 0, 0
         self.n_queries = None
@@ -113,6 +129,8 @@ class CertifiedTopM:
         value = float(rewards.mean())
         self.stats.add(arm, value)
         self.cs.add(arm, rewards)
+        if self.upper_cs is not self.cs:
+            self.upper_cs.add(arm, rewards)
         if arm not in self.audits:  # audit arms stay out of the network's training data
             self.s.observe(arm, rewards)
         self.pulls += 1
@@ -187,6 +205,8 @@ class CertifiedTopM:
         rest = np.setdiff1d(np.arange(self.k), top)
         if self.cfg.stop == "sequences":
             stop_lo, stop_hi = (np.clip(b, 0, 1) for b in self.cs.all_bounds())
+            if self.upper_cs is not self.cs:
+                stop_hi = np.clip(self.upper_cs.all_bounds()[1], 0, 1)
         else:
             stop_lo, stop_hi = lo, hi
         weakest = int(top[np.lexsort((lo[top], stop_lo[top]))[0]])
@@ -213,7 +233,8 @@ class CertifiedTopM:
                 top, weakest, strongest, gap, stop_lo, stop_hi = self.frontier(lo, hi)
                 info = {**info, "gap_index": gap, "audits": len(self.audits)}
                 trace.append({"round": rounds, "pulls": self.pulls, **info,
-                              **truth_fields(self.env, stop_lo, stop_hi, top)})
+                              **truth_fields(self.env, stop_lo, stop_hi, top,
+                                             m=cfg.m if cfg.split == "lucb++" else None)})
                 if gap <= cfg.epsilon:
                     stopped_by = "certified" if cfg.stop == "sequences" else "model-stop"
                     break

@@ -95,10 +95,18 @@ class PairSequences:
 
 
 class PairedLUCB:
-    """Certified top-m identification on paired differences (see the module docstring)."""
+    """Certified top-m identification on paired differences (see the module docstring).
+
+    `split="lucb++"` gives the arms' own sequences LUCB++'s one-sided split of their half of delta. The stop reads
+    them only as arm_lower[j] - arm_upper[o], j in the current top, o outside. An error needs a returned j outside a
+    true top-m set T* with mu_j < mu_(m) - epsilon; then (pigeonhole) some o in T* is outside the top, and the stop
+    said max(pair lower, L_j - U_o) >= -epsilon. If the pair's sequence held, mu_j - mu_o >= -epsilon; if instead the
+    arm bound decided, L_j <= mu_j (j's lower side, j not in T*) and U_o >= mu_o (o's upper side, o in T*) give the
+    same. So only the K - m lower sides outside T* and the m upper sides inside it must hold: delta / (4 (K - m))
+    each and delta / (4 m) each, one-sided, instead of delta / (2K) two-sided for every arm."""
 
     def __init__(self, env, m: int, epsilon: float = 0.1, delta: float = 0.05, max_pulls: int | None = None,
-                 cs: str | None = None):
+                 cs: str | None = None, split: str = "uniform"):
         if not 0 < m < env.n_arms:
             raise ConfigError(f"paired lucb: m must be in [1, {env.n_arms - 1}], got {m}")
         if not 0 < delta < 1 or epsilon < 0:
@@ -108,7 +116,16 @@ class PairedLUCB:
         self.env, self.m, self.epsilon, self.delta, self.max_pulls = env, m, epsilon, delta, max_pulls
         # half of delta to the arms' own sequences; half to the pairs, of which one (outside, inside) pair of the
         # truth's must fail for an error
-        self.arms = confidence_sequence(kind, env.n_arms, delta / (2 * env.n_arms), population)
+        if split not in ("uniform", "lucb++"):
+            raise ConfigError(f"paired lucb: split must be one of uniform, lucb++, got {split!r}")
+        k = env.n_arms
+        if split == "uniform":
+            self.arms = confidence_sequence(kind, k, delta / (2 * k), population)
+            self.arms_upper = self.arms
+        else:  # LUCB++ on the arms' half: lower sides outside T*, upper sides inside it (see the class docstring)
+            self.arms = confidence_sequence(kind, k, delta / (4 * (k - m)), population, one_sided=True)
+            self.arms_upper = confidence_sequence(kind, k, delta / (4 * m), population, one_sided=True)
+        self.split = split
         self.level = delta / (2 * m * (env.n_arms - m))
         self.pairs = PairSequences(kind, self.level, population)
         self.n = np.zeros(env.n_arms, dtype=np.int64)
@@ -121,6 +138,8 @@ class PairedLUCB:
         rewards = np.asarray(self.env.pull(arm), dtype=np.float64)
         self.pairs.add(arm, rewards)
         self.arms.add(arm, rewards)
+        if self.arms_upper is not self.arms:
+            self.arms_upper.add(arm, rewards)
         self.n[arm] += 1
         self.sums[arm] += float(rewards.mean())
         self.pulls += 1
@@ -139,6 +158,8 @@ class PairedLUCB:
                 order = self._top()
                 top, rest = order[: self.m], order[self.m:]
                 arm_lower, arm_upper = self.arms.all_bounds()
+                if self.arms_upper is not self.arms:
+                    arm_upper = self.arms_upper.all_bounds()[1]
                 lowers = np.maximum(self.pairs.lower_matrix(top, rest, self.n),
                                     arm_lower[top][:, None] - arm_upper[rest][None, :])
                 worst = np.unravel_index(int(np.argmin(lowers)), lowers.shape)

@@ -48,6 +48,8 @@ def resolve_links(text: str, folder: PurePosixPath) -> str:
             return f"[{label}]({PAGES[path]})"
         if path.startswith("docs/") and path.endswith(".md") and (ROOT / path).exists():  # another page
             return f"[{label}]({path.removeprefix('docs/')}{anchor})"
+        if path.startswith("docs/") and (ROOT / path).is_file():  # an image the site copies from docs/ (docs/img)
+            return match.group(0)
         if (ROOT / path).exists():
             return f"{label} (`{path}`)"
         return match.group(0)

@@ -133,3 +133,27 @@ def test_a_pull_budget_is_never_exceeded_and_says_so():
     # 12 first pulls; the first round pulls both arms of a pair (equal counts): the second would be pull 14
     res = PairedLUCB(env, m=3, epsilon=0.0, delta=0.05, max_pulls=13).run()
     assert res.pulls == 13 and res.stopped_by == "max_pulls"
+
+
+def test_paired_lucb_pp_splits_the_arms_half_one_sided_and_certifies_on_the_same_instances():
+    """split="lucb++": the arms' own sequences read members' lower sides (delta / (4 (K - m)) each) and outsiders' upper
+    sides (delta / (4 m) each); the pairs keep their level. Certified, covered, and no more pulls than uniform."""
+    import math
+
+    env = SharedNoiseEnv(shared_difficulty(10), 0)
+    run = PairedLUCB(env, m=3, epsilon=0.05, delta=0.06, split="lucb++")
+    assert run.level == pytest.approx(0.06 / (2 * 3 * 7))
+    assert run.arms.log_threshold == pytest.approx(math.log(1 / (0.06 / (4 * 7))))
+    assert run.arms_upper.log_threshold == pytest.approx(math.log(1 / (0.06 / (4 * 3))))
+    pulls = {"uniform": [], "lucb++": []}
+    for seed in range(4):
+        p = shared_difficulty(12, seed)
+        best = np.sort(p.mean(axis=1))[::-1]
+        for split in pulls:
+            res = PairedLUCB(SharedNoiseEnv(p, seed), m=3, epsilon=0.02, delta=0.05, split=split).run()
+            assert res.stopped_by == "certified" and res.coverage == 1.0 and res.event_held
+            assert np.all(p.mean(axis=1)[res.top_m] >= best[2] - 0.02)
+            pulls[split].append(res.pulls)
+    assert np.mean(pulls["lucb++"]) <= np.mean(pulls["uniform"])
+    with pytest.raises(ConfigError, match="split must be one of"):
+        PairedLUCB(env, m=3, split="lucb+")

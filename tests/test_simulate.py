@@ -96,7 +96,7 @@ def test_family_run_reports_every_metric_with_standard_errors(tmp_path, data_dir
     methods = [r["method"] for r in data["results"]]
     assert methods == ["case", "case-script", "dearicl", "dearicl-random", "dearicl-cal0", "dearicl-paper-schedule",
                        "dearicl-mc-mean", "dearicl-paper", "lucb", "lucb-kl", "lucb-pp", "lucb-pp-wider", "lucb-wider", "lucb-quantile",
-                       "lucb-quantile-pp", "lucb-paired", "dearicl-pac",
+                       "lucb-quantile-pp", "lucb-paired", "lucb-paired-pp", "dearicl-pac", "dearicl-pac-pp",
                        "dearicl-pac-model"]
     for res in data["results"]:
         assert len(res["pulls"]) == 2 and all(p <= 40 for p in res["pulls"])
@@ -113,6 +113,8 @@ def test_family_run_reports_every_metric_with_standard_errors(tmp_path, data_dir
     assert settings["dearicl-cal0"] == {"calibration": 0.0}
     assert settings["dearicl-paper-schedule"] == {"epochs_per_round": 1, "lr": 1e-4}
     assert settings["dearicl-pac"] == {"stop": "sequences"} and settings["dearicl-pac-model"] == {"stop": "model"}
+    assert settings["dearicl-pac-pp"] == {"stop": "sequences", "split": "lucb++"}
+    assert settings["lucb-paired-pp"] == {"cs": "query-bernstein", "split": "lucb++"}
     assert settings["lucb"] == {} and settings["lucb-kl"] == {"cs": "kl"}
     assert settings["lucb-pp"] == {"split": "lucb++"} and settings["lucb-wider"] == {"sampling": "wider"}
     assert settings["lucb-quantile"] == {"rho": 0.1, "m": 1, "arms_sampled": 24}  # 37 > 24 arms: every arm
@@ -139,7 +141,7 @@ def test_population_protocol_on_a_family_certifies_the_realized_pool_and_pairing
     assert data["env"]["protocol"] == "population" and data["env"]["batch"] == 10 and data["env"]["simulated"]
     rows = {r["method"]: r for r in data["results"]}
     # 'all' under the population protocol: the wor sequences
-    assert set(rows) == {"lucb-wor", "lucb-pp-wor", "lucb-pp-wider-wor", "lucb-paired-wor"}
+    assert set(rows) == {"lucb-wor", "lucb-pp-wor", "lucb-pp-wider-wor", "lucb-paired-wor", "lucb-paired-pp-wor"}
     for row in rows.values():
         assert row["simulated"] and row["eps_error_rate"] == 0.0 and row["coverage"] == 1.0
         assert row["stopped_by"] == {"certified": 3}, row

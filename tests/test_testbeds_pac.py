@@ -268,3 +268,33 @@ def test_pac_delta_goes_to_the_sequences_that_decide_the_stop(world):
         assert pac.cs.log_threshold == pytest.approx(math.log(2.0 / (0.05 / (share * 16))))
     assert create("dearicl-pac-static", {}).settings()["stop_rule"].startswith("certified: ")
     assert create("dearicl-pac-static", {"stop": "model"}).settings()["stop_rule"].startswith("model stop (not a ")
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_pac_lucb_pp_split_certifies_on_its_one_sided_event_without_the_network(world, seed):
+    """split="lucb++": the members' lower sides at delta / (2 (K - m)), the outsiders' upper sides at delta / (2 m),
+    one-sided. With a network that rates the two best arms 0, the stop still returns epsilon-good arms, the one-sided
+    event holds at every round, and it stops no later than the uniform split on the same pulls' stream."""
+    import math
+
+    demo, queries, labels = world
+    inst = make_instance("latent", demo, queries, labels, 16, 5, seed=[8, seed])
+    truth = inst.true_means
+    estimate = truth.copy()
+    estimate[np.argsort(-truth)[:2]] = 0.0
+    settings = dict(m=2, epsilon=0.02, seed=seed, cold_start=2, audits_at_start=2)
+    runs = {}
+    for split in ("uniform", "lucb++"):
+        pac = CertifiedTopM(TableEnvironment(inst.p, 0.1, np.random.default_rng(seed)), LyingSurrogate(estimate, 0.0),
+                            PacConfig(**settings, split=split))
+        runs[split] = (pac, pac.run())
+    pac, res = runs["lucb++"]
+    assert pac.cs.log_threshold == pytest.approx(math.log(1 / (0.05 / (2 * 14))))  # built at twice the side's level
+    assert pac.upper_cs.log_threshold == pytest.approx(math.log(1 / (0.05 / (2 * 2))))
+    assert res.stopped_by == "certified" and res.coverage == 1.0 and res.event_held
+    assert truth[res.top_m].min() >= np.sort(truth)[::-1][1] - 0.02
+    lower, upper = pac.cs.all_bounds()[0], pac.upper_cs.all_bounds()[1]
+    assert lower[res.top_m].min() >= upper[np.setdiff1d(np.arange(16), res.top_m)].max() - 0.02 - 1e-12
+    assert res.pulls <= runs["uniform"][1].pulls
+    with pytest.raises(ConfigError, match="split must be uniform or lucb"):
+        PacConfig(split="lucb++", stop="model")
