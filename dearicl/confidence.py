@@ -96,7 +96,17 @@ def place_bets(cs, arm: int, xs: np.ndarray, centre: np.ndarray) -> None:
     for i in range(len(xs)):
         cs.log_up[arm] += up[i]
         cs.log_down[arm] += down[i]
+        # Ville's inequality bounds the capital's supremum over time: a candidate rejected once stays rejected
+        np.maximum(cs.peak_up[arm], cs.log_up[arm], out=cs.peak_up[arm])
+        np.maximum(cs.peak_down[arm], cs.log_down[arm], out=cs.peak_down[arm])
+        np.maximum(cs.peak_hedged[arm], np.logaddexp(cs.log_up[arm], cs.log_down[arm]), out=cs.peak_hedged[arm])
     cs.n[arm], cs.sum[arm], cs.sq[arm] = n + len(xs), total, sq
+
+
+def capital_peaks(n_arms: int, grid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each candidate's running maximum of log capital so far: up, down, and the hedged log(e^up + e^down) (no bet
+    yet: log 1 = 0 each side, log 2 hedged)."""
+    return np.zeros((n_arms, grid)), np.zeros((n_arms, grid)), np.full((n_arms, grid), math.log(2.0))
 
 
 def grid_interval(cs, arms: np.ndarray, allowed: np.ndarray | None = None,
@@ -108,10 +118,12 @@ def grid_interval(cs, arms: np.ndarray, allowed: np.ndarray | None = None,
     `cs.one_sided`: each bound from its own side's capital below 1/delta (bets on "above m" reject the m below the
     mean: the lower bound; bets on "below m", the upper), so each side holds at delta on its own (Ville)."""
     threshold = math.log(1.0 / cs.delta)
+    # the running maxima of the capitals (place_bets): Ville bounds the supremum over time, so the set is the
+    # intersection of every set so far, never wider than the current capital's
     if cs.one_sided:
-        low_inside, up_inside = cs.log_up[arms] < threshold, cs.log_down[arms] < threshold  # [arms, grid]
-    else:  # log of 0.5 e^up + 0.5 e^down, without overflow
-        low_inside = up_inside = np.logaddexp(cs.log_up[arms], cs.log_down[arms]) - math.log(2.0) < threshold
+        low_inside, up_inside = cs.peak_up[arms] < threshold, cs.peak_down[arms] < threshold  # [arms, grid]
+    else:  # log of 0.5 e^up + 0.5 e^down at its peak, without overflow
+        low_inside = up_inside = cs.peak_hedged[arms] - math.log(2.0) < threshold
     if allowed is not None:
         low_inside = low_inside & allowed
         up_inside = up_inside & allowed if cs.one_sided else low_inside  # hedged: one set for both sides
@@ -139,6 +151,7 @@ class BettingCS:
         self.step = 1.0 / grid
         self.log_up = np.zeros((n_arms, grid))
         self.log_down = np.zeros((n_arms, grid))
+        self.peak_up, self.peak_down, self.peak_hedged = capital_peaks(n_arms, grid)
         self.n = np.zeros(n_arms, dtype=np.int64)
         self.sum = np.zeros(n_arms)
         self.sq = np.full(n_arms, 0.25)  # the plug-in variance's prior term
@@ -350,6 +363,7 @@ class WoRBettingCS:
         self.step = 1.0 / grid
         self.log_up = np.zeros((n_arms, grid))
         self.log_down = np.zeros((n_arms, grid))
+        self.peak_up, self.peak_down, self.peak_hedged = capital_peaks(n_arms, grid)
         self.possible = np.ones((n_arms, grid), dtype=bool)
         self.n = np.zeros(n_arms, dtype=np.int64)
         self.sum = np.zeros(n_arms)

@@ -674,3 +674,38 @@ def test_the_event_holds_in_a_run_only_if_it_holds_at_every_round():
     assert trace_event_held(trace) is False and trace_coverage(trace) == 0.75
     assert trace_event_held([{"covered": True}] * 3) is True
     assert trace_event_held([{"round": 1}]) is None  # no known truth: nothing to judge
+
+
+@pytest.mark.parametrize("one_sided", [False, True])
+def test_betting_bounds_keep_the_running_maximum_of_the_capital(one_sided):
+    """Ville's inequality bounds the capital's supremum over time, so a candidate mean rejected once stays out: each
+    bound is the intersection of every earlier one (nested), tighter than the current capital's where the capital fell
+    back, and the truth still inside in every run at every time (anytime validity, 200 streams at delta = 0.1)."""
+    from dearicl.confidence import grid_interval
+
+    def current_capital(cs):  # the set from the current capital alone: what the bounds were before
+        saved = cs.peak_up.copy(), cs.peak_down.copy(), cs.peak_hedged.copy()
+        cs.peak_up[:], cs.peak_down[:] = cs.log_up, cs.log_down
+        cs.peak_hedged[:] = np.logaddexp(cs.log_up, cs.log_down)
+        try:
+            return grid_interval(cs, np.arange(1))
+        finally:
+            cs.peak_up[:], cs.peak_down[:], cs.peak_hedged[:] = saved
+
+    misses, tighter = 0, 0
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        cs = BettingCS(1, 0.1, grid=200, one_sided=one_sided)
+        previous, missed = (0.0, 1.0), False
+        for _ in range(60):
+            cs.add(0, float(rng.beta(2, 3)))  # mean 0.4
+            lower, upper = (float(b[0]) for b in cs.all_bounds())
+            now_lower, now_upper = (float(b[0]) for b in current_capital(cs))
+            assert lower >= previous[0] - 1e-12 and upper <= previous[1] + 1e-12  # nested
+            assert lower >= now_lower - 1e-12 and upper <= now_upper + 1e-12
+            tighter += (lower > now_lower + 1e-12) or (upper < now_upper - 1e-12)
+            missed |= not lower <= 0.4 <= upper
+            previous = (lower, upper)
+        misses += missed
+    assert tighter > 0
+    assert misses / 200 <= 0.1 + 2 * math.sqrt(0.1 * 0.9 / 200)
