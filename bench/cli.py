@@ -397,6 +397,10 @@ def cmd_simulate(argv: list[str]) -> int:
     env = out["env"]
     kind = "RECORDED (real LLM rewards replayed from a table)" if env.get("recorded") else "SIMULATED"
     print(f"{kind} environment '{env['name']}' (m={env['m']}, epsilon={env['epsilon']}, delta={env['delta']}):")
+    if "truth" in env:
+        print(f"  truth: {env['truth']}, largest standard error of an arm's true mean {env['truth_se_max']:.4f}"
+              + ("" if env["truth_judges"] else f": NOT below epsilon / 10, so eps-error, coverage and the event rate "
+                 "below are NOT JUDGED (define expected() in the module, or --truth-samples auto)"))
     for r in out["results"]:
         coverage = "  coverage n/a" if r["coverage"] is None else f"  coverage {r['coverage']:.3f} of rounds"
         if "event_rate" in r:  # what the guarantee is about: the event at every round of a run

@@ -145,7 +145,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, default=5, help="demonstrations per arm")
     p.add_argument("--cold-start", type=int, default=5, help="arms pulled once before the first round")
     p.add_argument("--reward-module", type=Path, help="custom: file defining reward(query_embedding, demo_embeddings, rng)")
-    p.add_argument("--truth-samples", type=int, default=64, help="custom: draws averaged for the true means")
+    p.add_argument("--truth-samples", type=truth_samples, default=64, metavar="N|auto",
+                   help="custom without expected(): draws per (arm, query) averaged for the true means; auto: until "
+                        "every arm's standard error is below epsilon / 10 (at most 4096). A truth whose standard error "
+                        "is not below epsilon / 10 cannot judge eps-error or coverage: they are marked not judged")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
@@ -304,7 +307,7 @@ def worlds(args, noise: float, env_info: dict):
         return lambda run: world
     if args.env == "custom" and args.reward_module is None:
         raise ConfigError("--env custom needs --reward-module FILE.py")
-    reward = load_reward_module(args.reward_module) if args.env == "custom" else None
+    reward, expected = load_reward_module(args.reward_module) if args.env == "custom" else (None, None)
     if args.env in FAMILIES:
         check_noise(noise)  # before the encoder loads
     demo, queries = embedding_world(args)
@@ -318,8 +321,13 @@ def worlds(args, noise: float, env_info: dict):
 
     if args.env == "custom":
         arms = build_arms(demo, args.n_arms, args.k, args.seed)
-        base = EmbeddingEnvironment(arms, demo, queries, reward, np.random.default_rng(args.seed),
-                                    truth_samples=args.truth_samples)
+        epsilon = args.epsilon if args.epsilon is not None else 0.1
+        base = EmbeddingEnvironment(arms, demo, queries, reward, np.random.default_rng(args.seed), expected=expected,
+                                    truth_samples=args.truth_samples, target_se=epsilon / 10)
+        # the truth's own noise: eps-error and coverage are judged only where it resolves epsilon
+        env_info.update(truth="exact (expected)" if expected is not None else
+                        f"estimated: {base.truth_draws} draws per (arm, query)",
+                        truth_se_max=float(base.truth_se.max()), truth_judges=bool(base.truth_se.max() < epsilon / 10))
         world = World(base.with_rng, **features(arms))
         return lambda run: world
     labels = cluster_labels(demo, args.k, args.seed)
@@ -350,6 +358,15 @@ def upper_bound95(errors: list) -> float:
     """One-sided 95% Clopper-Pearson upper bound of an error rate (0 errors in n runs: 1 - 0.05^(1/n))."""
     n, k = len(errors), int(sum(errors))
     return float(stats.beta.ppf(0.95, k + 1, n - k)) if k < n else 1.0
+
+
+def truth_samples(value: str) -> int | str:
+    if value == "auto":
+        return value
+    n = int(value)
+    if n < 2:
+        raise argparse.ArgumentTypeError(f"must be auto or at least 2, got {value}")
+    return n
 
 
 def lower_bound95(successes: list) -> float:
@@ -493,6 +510,8 @@ def run(argv: list[str]) -> dict:
     results, traces = [], {}
     for name in methods:
         row, traces[name] = run_method(name, args, world_of, m, epsilon, noise, linear)
+        if env_info.get("truth_judges") is False:  # an estimated truth coarser than epsilon / 10
+            row["judged"] = False
         results.append(row)
     out = {"env": env_info, "results": results, "traces": traces}
     if args.out:

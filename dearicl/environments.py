@@ -68,27 +68,55 @@ class LinearEnvironment(Simulated):
 
 
 RewardFn = Callable[[np.ndarray, np.ndarray, np.random.Generator], float]
+TRUTH_BLOCK = 64  # draws per (arm, query) added at a time by truth_samples="auto"
+TRUTH_CAP = 4096  # the most draws per (arm, query) "auto" takes
 
 
 class EmbeddingEnvironment(Simulated):
     """Arms from real pool examples; per-query reward from a function of the embeddings.
 
-    reward(query_embedding [d], demo_embeddings [k, d], rng) -> float, noise included. True means
-    come from `expected` when given (noise-free), else from averaging `truth_samples` draws.
+    reward(query_embedding [d], demo_embeddings [k, d], rng) -> float, noise included. True means come from
+    `expected` when given (noise-free, exact: truth_se 0), else from averaging draws: `truth_samples` of them per
+    (arm, query), or with "auto" blocks of TRUTH_BLOCK until every arm's standard error is below `target_se` (at most
+    TRUTH_CAP). `truth_se` is each arm's standard error of its true mean: the truth's own noise, which a judgement of
+    eps-error at epsilon must be far below (bench simulate marks it not judged otherwise).
     """
 
     def __init__(self, arms: ArmSet, demo_embeddings: np.ndarray, query_embeddings: np.ndarray, reward: RewardFn,
                  rng: np.random.Generator, expected: Callable[[np.ndarray, np.ndarray], float] | None = None,
-                 truth_samples: int = 64):
+                 truth_samples: int | str = 64, target_se: float = 0.0):
         self.arm_set, self.demo_emb, self.q = arms, demo_embeddings, query_embeddings
         self.n_arms = len(arms)
         self.reward, self.rng = reward, rng
-        truth_rng = np.random.default_rng(rng.integers(2**32))
-        self.true_per_query = np.array([
-            [expected(q, self.demo_emb[arms.members[a]]) if expected is not None else
-             np.mean([reward(q, self.demo_emb[arms.members[a]], truth_rng) for _ in range(truth_samples)])
-             for q in self.q] for a in range(self.n_arms)])  # [n_arms, n_queries]
+        if expected is not None:
+            self.true_per_query = np.array([[float(expected(q, self.demo_emb[arms.members[a]])) for q in self.q]
+                                            for a in range(self.n_arms)])  # [n_arms, n_queries]
+            self.truth_se, self.truth_draws = np.zeros(self.n_arms), 0
+        else:
+            self._estimate_truth(np.random.default_rng(rng.integers(2**32)), truth_samples, target_se)
         self.true_means = self.true_per_query.mean(axis=1)
+
+    def _estimate_truth(self, truth_rng: np.random.Generator, samples: int | str, target_se: float) -> None:
+        """Per (arm, query) means of draws; an arm's standard error sqrt(sum_q s_q^2 / n) / Q."""
+        auto = samples == "auto"
+        block = TRUTH_BLOCK if auto else int(samples)
+        sums = np.zeros((self.n_arms, len(self.q)))
+        squares = np.zeros_like(sums)
+        drawn = 0
+        while True:
+            for a in range(self.n_arms):
+                demos = self.demo_emb[self.arm_set.members[a]]
+                for j, q in enumerate(self.q):
+                    values = np.array([float(self.reward(q, demos, truth_rng)) for _ in range(block)])
+                    sums[a, j] += values.sum()
+                    squares[a, j] += np.square(values).sum()
+            drawn += block
+            means = sums / drawn
+            variance = np.maximum(squares / drawn - means**2, 0.0) * drawn / max(drawn - 1, 1)
+            self.truth_se = np.sqrt(variance.sum(axis=1) / drawn) / len(self.q)
+            if not auto or self.truth_se.max() < target_se or drawn + block > TRUTH_CAP:
+                break
+        self.true_per_query, self.truth_draws = means, drawn
 
     def with_rng(self, rng: np.random.Generator) -> "EmbeddingEnvironment":
         """The same arms and truth with fresh noise (one simulated run)."""
@@ -150,8 +178,9 @@ class HiddenNonlinearReward:
         return float(np.clip(self.expected(q, demos) + rng.normal(0.0, self.noise), 0.0, 1.0))
 
 
-def load_reward_module(path: str | Path) -> RewardFn:
-    """A user's Python file defining reward(query_embedding, demo_embeddings, rng) -> float."""
+def load_reward_module(path: str | Path) -> tuple[RewardFn, Callable | None]:
+    """A user's Python file defining reward(query_embedding, demo_embeddings, rng) -> float, and optionally
+    expected(query_embedding, demo_embeddings) -> float, the noise-free mean (then the truth is exact)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"reward module not found: {path}")
@@ -164,7 +193,8 @@ def load_reward_module(path: str | Path) -> RewardFn:
     fn = getattr(module, "reward", None)
     if not callable(fn):
         raise ConfigError(f"reward module {path} defines no function reward(query_embedding, demo_embeddings, rng)")
-    return fn
+    expected = getattr(module, "expected", None)
+    return fn, expected if callable(expected) else None
 
 
 class RecordedEnvironment:

@@ -15,6 +15,7 @@ from tabulate import tabulate
 COLUMNS = ("runs", "pulls", "eps-error rate", "error rate", "simple regret", "coverage of rounds",
            "event at every round (95% lower)", "stops")
 MODEL_STOP = "model-stop (not a certificate)"
+NOT_JUDGED = "not judged (truth too coarse)"
 
 
 def stops_label(row: dict) -> str:
@@ -56,13 +57,18 @@ def by_family(paths: list[Path]) -> tuple[dict[str, list[dict]], dict[str, dict]
 
 def family_table(rows: list[dict]) -> str:
     calls = any(r.get("mean_calls") is not None for r in rows)  # recorded tables: the LLM calls a pull would cost
-    body = [[r["method"], r["runs"], _pm(r["mean_pulls"], r["pulls_se"], 1)]
-            + ([_pm(r.get("mean_calls"), r.get("calls_se"), 0)] if calls else []) + [
-             _pm(r["eps_error_rate"], r["eps_error_rate_se"], 2)
-             + (f" (95% bound {r['eps_error_ucb95']:.3f})" if r.get("eps_error_ucb95") is not None else ""),
-             _pm(r["error_rate"], r.get("error_rate_se"), 2),
-             _pm(r["mean_simple_regret"], r["simple_regret_se"], 3), _pm(r["coverage"], r.get("coverage_se"), 3),
-             event_label(r), stops_label(r)] for r in rows]
+    body = []
+    for r in rows:
+        judged = r.get("judged", True)  # False: an estimated truth coarser than epsilon / 10
+        body.append([r["method"], r["runs"], _pm(r["mean_pulls"], r["pulls_se"], 1)]
+                    + ([_pm(r.get("mean_calls"), r.get("calls_se"), 0)] if calls else []) + [
+                     (_pm(r["eps_error_rate"], r["eps_error_rate_se"], 2)
+                      + (f" (95% bound {r['eps_error_ucb95']:.3f})" if r.get("eps_error_ucb95") is not None else ""))
+                     if judged else NOT_JUDGED,
+                     _pm(r["error_rate"], r.get("error_rate_se"), 2) if judged else NOT_JUDGED,
+                     _pm(r["mean_simple_regret"], r["simple_regret_se"], 3),
+                     _pm(r["coverage"], r.get("coverage_se"), 3) if judged else NOT_JUDGED,
+                     event_label(r) if judged else NOT_JUDGED, stops_label(r)])
     # a SIMULATED population has no LLM: what it counts is the distinct (arm, query) rewards drawn
     calls_label = "distinct rewards" if any(r.get("simulated") for r in rows) else "LLM calls"
     headers = ("method", "runs", "pulls") + ((calls_label,) if calls else ()) + COLUMNS[2:]

@@ -183,3 +183,35 @@ def test_no_table_help_or_summary_calls_a_model_stop_a_certificate(capsys):
         main(["simulate", "--help"])
     help_text = re.sub(r"-\s+", "-", " ".join(capsys.readouterr().out.split()))  # argparse wraps at hyphens
     assert "dearicl-pac-model stops on its model's intervals: NOT a certificate" in help_text
+
+
+def test_a_custom_truth_is_exact_with_expected_and_judged_only_when_precise_enough(tmp_path, data_dir, capsys):
+    """A reward module's expected() gives the exact truth; without it the truth is an average of draws, with each
+    arm's standard error reported; a truth coarser than epsilon / 10 marks eps-error, coverage and the event rate
+    "not judged"; --truth-samples auto draws until it is fine enough."""
+    from reports.simulated import NOT_JUDGED, family_table
+
+    body = ("import numpy as np\n"
+            "def expected(query_embedding, demo_embeddings):\n"
+            "    return float(np.clip(0.5 + 0.3 * np.mean(demo_embeddings @ query_embedding), 0, 1))\n"
+            "def reward(query_embedding, demo_embeddings, rng):\n"
+            "    return float(np.clip(expected(query_embedding, demo_embeddings) + rng.normal(0, 0.3), 0, 1))\n")
+    common = ["simulate", "--env", "custom", "--data-dir", str(data_dir), "--task", "aquarat", "--pool-size", "60",
+              "--n-arms", "12", "--n-val", "5", "--m", "2", "--epsilon", "0.05", "--budget", "40", "--runs", "2",
+              "--methods", "lucb", "--no-progress"]
+    hidden = body.replace("expected(", "mean_reward(")  # the same landscape, with no expected() to read
+    results = {}
+    for name, text, samples in (("exact", body, "8"), ("coarse", hidden, "8"), ("auto", hidden, "auto")):
+        module = tmp_path / f"{name}.py"
+        module.write_text(text)
+        out = tmp_path / f"{name}.json"
+        assert main([*common, "--reward-module", str(module), "--truth-samples", samples, "--out", str(out)]) == 0
+        results[name] = json.loads(out.read_text())
+    exact, coarse, auto = (results[n]["env"] for n in ("exact", "coarse", "auto"))
+    assert exact["truth"] == "exact (expected)" and exact["truth_se_max"] == 0.0 and exact["truth_judges"]
+    # 8 draws of sd ~0.3 on 5 queries: an arm's SE ~0.04, far above 0.005
+    assert coarse["truth"] == "estimated: 8 draws per (arm, query)" and coarse["truth_se_max"] > 0.005
+    assert not coarse["truth_judges"] and results["coarse"]["results"][0]["judged"] is False
+    assert auto["truth_se_max"] < 0.005 and auto["truth_judges"] and "judged" not in results["auto"]["results"][0]
+    assert "NOT JUDGED" in capsys.readouterr().out
+    assert family_table(results["coarse"]["results"]).count(NOT_JUDGED) == 4  # eps-error, error, coverage, event
