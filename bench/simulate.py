@@ -145,6 +145,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, default=5, help="demonstrations per arm")
     p.add_argument("--cold-start", type=int, default=5, help="arms pulled once before the first round")
     p.add_argument("--reward-module", type=Path, help="custom: file defining reward(query_embedding, demo_embeddings, rng)")
+    p.add_argument("--upper-share", type=float, default=0.5,
+                   help="lucb-pp methods: the share of delta given to the upper sides (LUCB++: 0.5); a tuning knob, "
+                        "chosen on a tuning family before measurement (studies/bandit/certification/PREREGISTRATION.md)")
+    p.add_argument("--mixture-weight", type=float, default=None,
+                   help="the per-query Bernstein sequence of the lucb methods: the mixture's weight on lambda = 0.95 "
+                        "(default: 0.63, weights ~ 1/(j+1)^2); a tuning knob, as --upper-share")
     p.add_argument("--truth-samples", type=truth_samples, default=64, metavar="N|auto",
                    help="custom without expected(): draws per (arm, query) averaged for the true means; auto: until "
                         "every arm's standard error is below epsilon / 10 (at most 4096). A truth whose standard error "
@@ -215,6 +221,8 @@ class World:
 
 def parse_methods(args, linear: bool) -> list[str]:
     spec = args.methods or ("case" if linear else DEFAULT_METHODS)
+    if not 0 < args.upper_share < 1 or args.mixture_weight is not None and not 0 < args.mixture_weight < 1:
+        raise ConfigError("--upper-share and --mixture-weight must be in (0, 1)")
     population = args.protocol == "population"
     if population and not (args.env.startswith("table:") or args.env in FAMILIES):
         raise ConfigError("--protocol population samples a finite pool without replacement: use --env table:FILE or a "
@@ -360,6 +368,17 @@ def upper_bound95(errors: list) -> float:
     return float(stats.beta.ppf(0.95, k + 1, n - k)) if k < n else 1.0
 
 
+def lucb_knobs(spec: SimMethod, args) -> dict:
+    """--upper-share (LUCB++ splits) and --mixture-weight (per-query Bernstein) where they apply and differ from
+    their defaults: the recorded settings name only knobs that changed something."""
+    knobs = {}
+    if spec.lucb.get("split") == "lucb++" and args.upper_share != 0.5:
+        knobs["upper_share"] = args.upper_share
+    if (spec.cs or args.cs) == "query-bernstein" and args.mixture_weight is not None:
+        knobs["first_weight"] = args.mixture_weight
+    return knobs
+
+
 def truth_samples(value: str) -> int | str:
     if value == "auto":
         return value
@@ -393,7 +412,7 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
         began = time.perf_counter()
         if spec.kind == "model-free":
             res = LUCB(env, m, epsilon=epsilon, delta=args.delta, max_pulls=args.budget, cs=spec.cs or args.cs,
-                       **spec.lucb).run()
+                       **spec.lucb, **lucb_knobs(spec, args)).run()
         elif spec.kind == "paired":
             res = PairedLUCB(env, m, epsilon=epsilon, delta=args.delta, max_pulls=args.budget, cs=spec.cs,
                              **spec.lucb).run()
@@ -463,6 +482,8 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
     if spec.cs:  # a method with its own sequence (the run's --cs is in the env block)
         neural["cs"] = spec.cs
     neural.update(spec.lucb)
+    if spec.kind == "model-free":
+        neural.update(lucb_knobs(spec, args))
     if spec.kind == "linear":  # which CASE ran: the harness's, or the named variant
         neural.update(sigma=case_sigma, patience=patience)
     if spec.kind == "quantile":

@@ -242,8 +242,13 @@ class QueryBernsteinCS(RunningIntersection):
     # threshold enters linearly; small lambdas serve large V, where it enters under a square root
     LOG_WEIGHTS = -2.0 * np.log(np.arange(1, 17)) - np.log(np.sum(1.0 / np.arange(1, 17) ** 2))
 
-    def __init__(self, n_arms: int, delta: float):
+    def __init__(self, n_arms: int, delta: float, first_weight: float | None = None):
         self.log_threshold = math.log(2.0 / delta)  # per side
+        if first_weight is not None:  # w on lambda = 0.95, the rest ~ 1/(j+1)^2 scaled to 1 - w: any fixed weights
+            if not 0 < first_weight < 1:  # summing to 1 keep the mixture a supermartingale, so the sequence valid
+                raise ConfigError(f"the mixture's first weight must be in (0, 1), got {first_weight}")
+            rest = 1.0 / np.arange(2, 17) ** 2
+            self.LOG_WEIGHTS = np.log(np.r_[first_weight, (1.0 - first_weight) * rest / rest.sum()])
         self.t = np.zeros(n_arms)  # observations (queries x pulls)
         self.sum = np.zeros(n_arms)
         self.v = np.zeros(n_arms)  # sum (X - Xhat)^2
@@ -424,7 +429,8 @@ def check_lucb_options(split: str, sampling: str, who: str = "lucb", error: type
                           f"{', '.join(LUCB_SAMPLING)}, got {split!r}, {sampling!r}")
 
 
-def confidence_sequence(kind: str, n_arms: int, delta: float, population: int | None = None, one_sided: bool = False):
+def confidence_sequence(kind: str, n_arms: int, delta: float, population: int | None = None, one_sided: bool = False,
+                        first_weight: float | None = None):
     """Per-arm sequences, each at level delta, fed the reward vector of every pull. `wor` needs the finite
     population an environment samples without replacement (`population`, the population protocol). `one_sided`: each
     side at level delta on its own (LUCB++'s split): the per-query and KL sequences, whose sides are separate unions
@@ -443,7 +449,7 @@ def confidence_sequence(kind: str, n_arms: int, delta: float, population: int | 
         raise ConfigError(f"cs {kind} assumes independent rewards, and this environment samples a finite population "
                           "without replacement: use cs wor")
     if kind == "query-bernstein":
-        return QueryBernsteinCS(n_arms, delta)
+        return QueryBernsteinCS(n_arms, delta, first_weight)
     return KLCS(n_arms, delta) if kind == "kl" else PullMeans(kind, n_arms, delta, one_sided=one_sided)
 
 
@@ -472,9 +478,12 @@ class LUCB:
     """Model-free certified top-m identification over an environment's arms (see the module docstring)."""
 
     def __init__(self, env, m: int, epsilon: float = 0.1, delta: float = 0.05, max_pulls: int | None = None,
-                 cs: str = "query-bernstein", split: str = "uniform", sampling: str = "both"):
+                 cs: str = "query-bernstein", split: str = "uniform", sampling: str = "both", upper_share: float = 0.5,
+                 first_weight: float | None = None):
         if not 0 < m < env.n_arms:
             raise ConfigError(f"lucb: m must be in [1, {env.n_arms - 1}], got {m}")
+        if not 0 < upper_share < 1:
+            raise ConfigError(f"lucb: upper_share must be in (0, 1), got {upper_share}")
         if not 0 < delta < 1 or epsilon < 0:
             raise ConfigError(f"lucb: delta must be in (0, 1) and epsilon >= 0, got {delta}, {epsilon}")
         check_lucb_options(split, sampling)
@@ -482,12 +491,16 @@ class LUCB:
         self.split, self.sampling = split, sampling
         self.stats = ArmStats(env.n_arms)
         k, population = env.n_arms, getattr(env, "population", None)  # population: a finite pool, without replacement
+        weight = {"first_weight": first_weight} if cs == "query-bernstein" else {}
         if split == "uniform":  # a union bound over the arms, both sides of each
-            self.sequence = confidence_sequence(cs, k, delta / k, population)
+            self.sequence = confidence_sequence(cs, k, delta / k, population, **weight)
             self.upper_sequence = self.sequence
-        else:  # LUCB++: the lower sides share delta / 2 over the K - m arms outside T, the upper sides over the m in T
-            self.sequence = confidence_sequence(cs, k, delta / (2 * (k - m)), population, one_sided=True)
-            self.upper_sequence = confidence_sequence(cs, k, delta / (2 * m), population, one_sided=True)
+        else:  # LUCB++: the lower sides share (1 - s) delta over the K - m arms outside T, the upper sides s delta over
+            # the m in T (s = upper_share, 1/2 in LUCB++; any fixed split is valid: the union is still delta)
+            self.sequence = confidence_sequence(cs, k, (1 - upper_share) * delta / (k - m), population, one_sided=True,
+                                                **weight)
+            self.upper_sequence = confidence_sequence(cs, k, upper_share * delta / m, population, one_sided=True,
+                                                      **weight)
         self.pulls = 0
 
     def _pull(self, arm: int) -> None:

@@ -709,3 +709,33 @@ def test_betting_bounds_keep_the_running_maximum_of_the_capital(one_sided):
         misses += missed
     assert tighter > 0
     assert misses / 200 <= 0.1 + 2 * math.sqrt(0.1 * 0.9 / 200)
+
+
+def test_the_tuning_knobs_move_only_the_levels_and_weights_they_name():
+    """--upper-share s: LUCB++'s lower sides at (1 - s) delta / (K - m), upper sides at s delta / m; --mixture-weight w:
+    the per-query sequence's weight on lambda = 0.95, the rest in proportion, summing to 1. Both stay valid: a
+    sequence with w = 0.9 covers at its level on unequal query means (300 streams, as the default's test)."""
+    env = MeansEnv(np.linspace(0.2, 0.8, 12), np.random.default_rng(0))
+    lucb = LUCB(env, m=3, delta=0.06, split="lucb++", upper_share=0.8, first_weight=0.8)
+    assert lucb.sequence.log_threshold == pytest.approx(math.log(1 / (0.2 * 0.06 / 9)))
+    assert lucb.upper_sequence.log_threshold == pytest.approx(math.log(1 / (0.8 * 0.06 / 3)))
+    weights = np.exp(lucb.sequence.LOG_WEIGHTS)
+    assert weights[0] == pytest.approx(0.8) and weights.sum() == pytest.approx(1.0)
+    assert np.all(np.diff(weights[1:]) < 0)
+    assert np.exp(QueryBernsteinCS.LOG_WEIGHTS[0]) == pytest.approx(0.6312, abs=1e-4)  # the default: 1 / sum_{j<=16} j^-2
+    with pytest.raises(ConfigError, match="upper_share"):
+        LUCB(env, m=3, split="lucb++", upper_share=1.0)
+    with pytest.raises(ConfigError, match="first weight"):
+        QueryBernsteinCS(2, 0.05, first_weight=1.2)
+    rng = np.random.default_rng(2)
+    streams, delta, missed = 300, 0.1, 0
+    for _ in range(streams):
+        p = rng.uniform(0.05, 0.95, 20)
+        cs = QueryBernsteinCS(1, delta, first_weight=0.9)
+        for _ in range(60):
+            cs.add(0, (rng.random(20) < p).astype(float))
+            low, high = cs.all_bounds([0])
+            if not low[0] <= p.mean() <= high[0]:
+                missed += 1
+                break
+    assert missed / streams <= delta + 3 * np.sqrt(delta * (1 - delta) / streams)

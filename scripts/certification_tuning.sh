@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Issue 57's tuning and measurement of LUCB++'s delta split (--upper-share) and the per-query mixture's weight
+# (--mixture-weight), as pre-registered in studies/bandit/certification/PREREGISTRATION.md.
+#   bash scripts/certification_tuning.sh tune      # nonlinear at --seed 7, 40 runs, lucb-pp-wider at 9 (S, W) pairs
+#   bash scripts/certification_tuning.sh measure   # the chosen pair on the six families, --seed 0, 100 runs
+# Parts whose JSON exists are skipped (a stopped run resumes). OUT=DIR (default studies/bandit/certification/tuning).
+source "$(dirname "$0")/_help.sh"  # -h/--help: the comment above, and nothing else
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 BENCH_DATA_DIR="${BENCH_DATA_DIR:-$PWD/../shared/data}"
+OUT=${OUT:-studies/bandit/certification/tuning}
+mkdir -p "$OUT"
+sim() {  # name, runs, then bench simulate's arguments
+  local name=$1 runs=$2; shift 2
+  [[ -s $OUT/$name.json ]] && return 0
+  .venv/bin/python -m bench simulate "$@" --runs "$runs" --budget 20000 --no-progress --out "$OUT/$name.json.part" \
+    > "$OUT/$name.txt" 2>&1
+  mv "$OUT/$name.json.part" "$OUT/$name.json"
+}
+case ${1:-} in
+  tune)
+    for s in 0.5 0.65 0.8; do for w in default 0.8 0.9; do
+      weight=(); [[ $w != default ]] && weight=(--mixture-weight "$w")
+      sim "tune-s$s-w$w" 40 --env nonlinear --seed 7 --methods lucb-pp-wider --upper-share "$s" "${weight[@]}"
+    done; done
+    .venv/bin/python - "$OUT" <<'PY'
+import json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+rows = []
+for path in sorted(out.glob("tune-*.json")):
+    r = json.loads(path.read_text())["results"][0]
+    s, w = path.stem.split("-")[1][1:], path.stem.split("-")[2][1:]
+    ok = r["eps_error_rate"] == 0 and r.get("event_rate") == 1.0
+    rows.append((not ok, r["mean_pulls"], float(s), w != "default", s, w, r))
+    print(f"S {s:>4}  W {w:>7}  pulls {r['mean_pulls']:8.1f}  eps-error {r['eps_error_rate']:.2f}  "
+          f"event {r.get('event_rate')}")
+best = sorted(rows, key=lambda x: x[:4])[0]
+(out / "CHOSEN").write_text(f"{best[4]} {best[5]}\n")
+print(f"chosen (the pre-registered rule): S {best[4]}, W {best[5]}")
+PY
+    ;;
+  measure)
+    read -r s w < "$OUT/CHOSEN"
+    weight=(); [[ $w != default ]] && weight=(--mixture-weight "$w")
+    sim measure-difficulty 100 --env difficulty --epsilon 0.03 --seed 0 --methods lucb-pp-wider --upper-share "$s" "${weight[@]}"
+    for fam in nonlinear slots pairwise order latent; do
+      sim "measure-$fam" 100 --env "$fam" --seed 0 --methods lucb-pp-wider --upper-share "$s" "${weight[@]}"
+    done
+    ;;
+  *) echo "usage: $0 tune|measure" >&2; exit 2 ;;
+esac
