@@ -3,6 +3,7 @@
 # (--mixture-weight), as pre-registered in studies/bandit/certification/PREREGISTRATION.md.
 #   bash scripts/certification_tuning.sh tune      # nonlinear at --seed 7, 40 runs, lucb-pp-wider at 9 (S, W) pairs
 #   bash scripts/certification_tuning.sh measure   # the chosen pair on the six families, --seed 0, 100 runs
+#   bash scripts/certification_tuning.sh report    # the pre-registered endpoint per family: OUT/MEASURED.md
 # Parts whose JSON exists are skipped (a stopped run resumes). OUT=DIR (default studies/bandit/certification/tuning).
 source "$(dirname "$0")/_help.sh"  # -h/--help: the comment above, and nothing else
 set -euo pipefail
@@ -48,5 +49,33 @@ PY
       sim "measure-$fam" 100 --env "$fam" --seed 0 --methods lucb-pp-wider --upper-share "$s" "${weight[@]}"
     done
     ;;
-  *) echo "usage: $0 tune|measure" >&2; exit 2 ;;
+  report)  # the pre-registered endpoint per family: paired ratio to the committed lucb runs of the same instances
+    .venv/bin/python - "$OUT" <<'PY' | tee "$OUT/MEASURED.md"
+import importlib.util, json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+spec = importlib.util.spec_from_file_location("ct", "scripts/certification_tables.py")
+ct = importlib.util.module_from_spec(spec); spec.loader.exec_module(ct)
+s, w = (out / "CHOSEN").read_text().split()
+print(f"# lucb-pp-wider with S {s}, W {w} (chosen on nonlinear seed 7) against lucb, 100 instances a family\n")
+print("Pre-registered goal per family: the paired ratio's 95% interval below 0.75, 0/100 eps-error, and the every-round "
+      "event rate's 95% lower bound >= 0.95 (studies/bandit/certification/PREREGISTRATION.md).\n")
+print("| family | lucb pulls | tuned lucb-pp-wider pulls | ratio (95% BCa) | eps-error | every-round event (95% lower) | goal met |")
+print("|---|---|---|---|---|---|---|")
+for fam in ("difficulty", "nonlinear", "slots", "pairwise", "order", "latent"):
+    part = out / f"measure-{fam}.json"
+    if not part.exists():
+        print(f"| {fam} | | not run | | | | |"); continue
+    ours = json.loads(part.read_text())["results"][0]
+    base = next(r for r in json.loads(Path(f"studies/bandit/certification/{fam}.json").read_text())["results"]
+                if r["method"] == "lucb")
+    ratio = ct.paired_ratio(ours, base)
+    high = float(ratio.split("(")[1].split("-")[1].rstrip(")")) if "(" in ratio else float(ratio)
+    errors = round(ours["eps_error_rate"] * ours["runs"])
+    met = high <= 0.75 and errors == 0 and ours["event_rate_lcb95"] >= 0.95
+    print(f"| {fam} | {base['mean_pulls']:.0f} | {ours['mean_pulls']:.0f} | {ratio} | {errors}/{ours['runs']} | "
+          f"{ours['event_rate']:.2f} ({ours['event_rate_lcb95']:.3f}) | {'yes' if met else 'no'} |")
+PY
+    ;;
+  *) echo "usage: $0 tune|measure|report" >&2; exit 2 ;;
 esac

@@ -60,6 +60,22 @@ class MeansEnv:
         return np.clip(self.true_means[arm] + self.rng.normal(0, 0.2, 20), 0, 1)
 
 
+def streams_missed(make_cs, rng, streams: int, pulls: int) -> int:
+    """Bernoulli streams of 20 per-query rewards with unequal query means: how many streams' sequence (a fresh
+    `make_cs()`, arm 0) ever excluded the queries' average."""
+    missed = 0
+    for _ in range(streams):
+        p = rng.uniform(0.05, 0.95, 20)
+        cs = make_cs()
+        for _ in range(pulls):
+            cs.add(0, (rng.random(20) < p).astype(float))
+            low, high = cs.all_bounds([0])
+            if not low[0] <= p.mean() <= high[0]:
+                missed += 1
+                break
+    return missed
+
+
 def test_lucb_finds_the_top_m_of_a_well_separated_instance():
     means = [0.9, 0.85, 0.8, 0.35, 0.3, 0.25, 0.2, 0.2]
     for seed in range(10):
@@ -171,20 +187,10 @@ def test_a_reward_outside_the_unit_interval_is_an_error_not_clipped(cs, bad):
 def test_kl_sequence_is_anytime_valid_on_unequal_query_means_and_tight_near_the_edges():
     """KL-LUCB's Chernoff-KL bounds on per-query 0/1 rewards whose means differ: they target the average, never miss
     more often than delta, and near a mean of 0.95 they are narrower than Hoeffding's at the same level."""
-    rng = np.random.default_rng(4)
-    streams, pulls, delta = 300, 60, 0.1
-    missed = 0
-    for _ in range(streams):
-        p = rng.uniform(0.05, 0.95, 20)
-        cs = confidence_sequence("kl", 2, delta)
-        for _ in range(pulls):
-            cs.add(0, (rng.random(20) < p).astype(float))
-            low, high = cs.all_bounds([0])
-            if not low[0] <= p.mean() <= high[0]:
-                missed += 1
-                break
+    streams, delta = 300, 0.1
+    missed = streams_missed(lambda: confidence_sequence("kl", 2, delta), np.random.default_rng(4), streams, 60)
     assert missed / streams <= delta + 3 * np.sqrt(delta * (1 - delta) / streams)
-    assert tuple(np.concatenate(cs.all_bounds([1]))) == (0.0, 1.0)  # never pulled: uninformative
+    assert tuple(np.concatenate(confidence_sequence("kl", 2, delta).all_bounds([1]))) == (0.0, 1.0)  # never pulled
     edge = confidence_sequence("kl", 1, delta)
     edge.add(0, np.r_[np.ones(95), np.zeros(5)])  # one pull of 100 rewards, mean 0.95
     low, high = edge.all_bounds()
@@ -727,15 +733,6 @@ def test_the_tuning_knobs_move_only_the_levels_and_weights_they_name():
         LUCB(env, m=3, split="lucb++", upper_share=1.0)
     with pytest.raises(ConfigError, match="first weight"):
         QueryBernsteinCS(2, 0.05, first_weight=1.2)
-    rng = np.random.default_rng(2)
-    streams, delta, missed = 300, 0.1, 0
-    for _ in range(streams):
-        p = rng.uniform(0.05, 0.95, 20)
-        cs = QueryBernsteinCS(1, delta, first_weight=0.9)
-        for _ in range(60):
-            cs.add(0, (rng.random(20) < p).astype(float))
-            low, high = cs.all_bounds([0])
-            if not low[0] <= p.mean() <= high[0]:
-                missed += 1
-                break
+    streams, delta = 300, 0.1
+    missed = streams_missed(lambda: QueryBernsteinCS(1, delta, first_weight=0.9), np.random.default_rng(2), streams, 60)
     assert missed / streams <= delta + 3 * np.sqrt(delta * (1 - delta) / streams)

@@ -203,17 +203,21 @@ class LyingSurrogate(FixedSurrogate):
         return np.column_stack([self.mu[np.asarray(arms)], np.zeros(len(arms))])
 
 
+def lying_network_case(world, seed: int):
+    """A latent instance of 16 arms and a network estimate right about every arm but the two best, rated 0."""
+    demo, queries, labels = world
+    inst = make_instance("latent", demo, queries, labels, 16, 5, seed=[8, seed])
+    estimate = inst.true_means.copy()
+    estimate[np.argsort(-inst.true_means)[:2]] = 0.0
+    return inst, inst.true_means, estimate, dict(m=2, epsilon=0.02, seed=seed, cold_start=2, audits_at_start=2)
+
+
 @pytest.mark.parametrize("seed", [0, 2])
 def test_pac_certificate_does_not_rest_on_the_network(world, seed):
     """A network right about every arm but the two best, which it rates 0: stop="sequences" still certifies the
     right arms with every sequence holding in every round; the model intervals miss the truth in some rounds
     (coverage < 1, not a valid bound), so stop="model" says "model-stop", never certified."""
-    demo, queries, labels = world
-    inst = make_instance("latent", demo, queries, labels, 16, 5, seed=[8, seed])
-    truth = inst.true_means
-    estimate = truth.copy()
-    estimate[np.argsort(-truth)[:2]] = 0.0
-    settings = dict(m=2, epsilon=0.02, seed=seed, cold_start=2, audits_at_start=2)
+    inst, truth, estimate, settings = lying_network_case(world, seed)
     pac = CertifiedTopM(TableEnvironment(inst.p, 0.1, np.random.default_rng(seed)), LyingSurrogate(estimate, 0.0),
                         PacConfig(**settings))
     res = pac.run()
@@ -277,12 +281,7 @@ def test_pac_lucb_pp_split_certifies_on_its_one_sided_event_without_the_network(
     event holds at every round, and it stops no later than the uniform split on the same pulls' stream."""
     import math
 
-    demo, queries, labels = world
-    inst = make_instance("latent", demo, queries, labels, 16, 5, seed=[8, seed])
-    truth = inst.true_means
-    estimate = truth.copy()
-    estimate[np.argsort(-truth)[:2]] = 0.0
-    settings = dict(m=2, epsilon=0.02, seed=seed, cold_start=2, audits_at_start=2)
+    inst, truth, estimate, settings = lying_network_case(world, seed)
     runs = {}
     for split in ("uniform", "lucb++"):
         pac = CertifiedTopM(TableEnvironment(inst.p, 0.1, np.random.default_rng(seed)), LyingSurrogate(estimate, 0.0),
