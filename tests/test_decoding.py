@@ -149,6 +149,8 @@ def _register_faulty_kernel() -> str:
 
 @pytest.mark.parametrize("path", ["generation", "loglik"])
 def test_a_faulty_kernel_is_caught_in_the_first_batch_and_replaced_by_eager(model, path, caplog):
+    if model.alias != "gemma3-270m":  # no part of the check depends on the architecture: one model keeps CI short
+        pytest.skip("the kernel check runs on Gemma 3 (sliding and full layers)")
     backend = _embedded(model.alias, kernel_check="always")
     backend.model.set_attn_implementation(_register_faulty_kernel())
     suffixes = ["Question: What is 2 plus 2?\nAnswer:", "Question: What is the sum of 17 and 25 here?\nAnswer:",
@@ -173,6 +175,8 @@ def test_a_faulty_kernel_is_caught_in_the_first_batch_and_replaced_by_eager(mode
 
 
 def test_a_sound_kernel_passes_its_check_and_keeps_its_kernel(model):
+    if model.alias != "gemma3-270m":
+        pytest.skip("the kernel check runs on Gemma 3 (sliding and full layers)")
     backend = _embedded(model.alias, kernel_check="always")
     params = GenerationParams(max_new_tokens=4, temperature=0.0, stop=())
     backend.generate_with_prefix(LONG_PREFIX, ["Question: What is 2 plus 2?\nAnswer:",
