@@ -27,6 +27,8 @@ SUBCOMMANDS = {  # name -> what it does, for `python -m bench --help`
     "data": "fetch the bundled data from its pinned sources (checksums verified), or verify a data folder",
     "table": "record every (arm, item) reward of the bandit setting once (build), or summarise a table (show)",
     "view": "one self-contained HTML file of run folders or a study, item by item (no server, no network)",
+    "sweep": "a grid of runs (GRID.yaml) through submitit, here or on Slurm: finished cells skipped, one report",
+    "cache": "merge LLM answer caches (each sweep job's own) into one",
 }
 DEMO_METHODS = ("zero-shot", "few-shot", "knn", "mmr")  # what a bare run shows the plan of (the README demo)
 EXIT_FIT_FAILED = 3  # some (method, task) fits failed; their rows say why (2 is bad input)
@@ -103,6 +105,7 @@ def run_config(options: RunOptions, command: str = ""):
         method_params=method_params, bertscore=BertScoreConfig(options.bertscore_model, options.bertscore_layers,
                                                                rescale=options.bertscore_rescale),
         encoder=options.encoder, embedding_cache=options.embedding_cache, cache_path=options.cache,
+        cache_from=[Path(p) for p in options.cache_from],
         plugins=options.plugin, progress=not options.no_progress,
         threads=options.threads,
         ltr_data=tuple(options.ltr_data), selection_llm=selection_llm, selection_generation=selection_generation,
@@ -532,8 +535,12 @@ def table_parser() -> argparse.ArgumentParser:
                         "metric, the gold log-likelihood: the default), loglik (the gold output's log-likelihood "
                         "alone, one teacher-forced pass per (arm, item): affordable on a CPU) and options (a "
                         "multiple-choice task's options ranked by log-likelihood: AQuA-RAT)")
-    p.add_argument("--merge", type=Path, default=None, metavar="OTHER.npz",
-                   help="merge: the table whose columns join FILE's (the same arms and items), written to --out")
+    p.add_argument("--merge", type=Path, action="append", default=[], metavar="OTHER.npz",
+                   help="merge: the table whose columns join FILE's (the same arms and items), written to --out; "
+                        "or, repeated, the other shards of FILE's build (`build --shard`), joined into its table")
+    p.add_argument("--shard", type=_shard, default=None, metavar="I/N",
+                   help="build: record the I-th of N slices of the arms (0-based; the arms are built whole), so N "
+                        "jobs build one table; `table merge` joins the N files into the unsharded build's table")
     p.add_argument("--scoring", choices=SCORINGS, default="auto", help="as for `run`")
     p.add_argument("--calibration", choices=CALIBRATIONS, default="none", help="as for `run`")
     p.add_argument("--reward", choices=REWARDS, default="auto", help="as for `run`")
@@ -588,6 +595,18 @@ def table_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _shard(value: str) -> tuple[int, int]:
+    """'1/4' -> (1, 4): the second of four shards."""
+    index, slash, count = value.partition("/")
+    try:
+        shard = (int(index), int(count))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"wants I/N, e.g. 0/4, got {value!r}") from None
+    if not slash or not 0 <= shard[0] < shard[1]:
+        raise argparse.ArgumentTypeError(f"wants I/N with 0 <= I < N, got {value!r}")
+    return shard
+
+
 def cmd_table(argv: list[str]) -> int:
     args = table_parser().parse_args(argv)
     from bench.reward_table import RewardTable, build
@@ -596,9 +615,17 @@ def cmd_table(argv: list[str]) -> int:
         print(RewardTable.load(args.file).summary())
         return 0
     if args.action == "merge":
-        if args.merge is None or args.out is None:
-            raise ConfigError("table merge FILE --merge OTHER.npz --out MERGED.npz")
-        merged = RewardTable.load(args.file).merge(RewardTable.load(args.merge))
+        if not args.merge or args.out is None:
+            raise ConfigError("table merge FILE --merge OTHER.npz [--merge ...] --out MERGED.npz")
+        tables = [RewardTable.load(path) for path in [args.file, *args.merge]]
+        if any("shard" in t.meta for t in tables):  # the slices of one build
+            from bench.reward_table import join_shards
+
+            merged = join_shards(tables)
+        elif len(tables) == 2:
+            merged = tables[0].merge(tables[1])
+        else:
+            raise ConfigError("table merge: two tables merge their columns; more are the shards of one build")
         merged.save(args.out)
         print(merged.summary())
         print(f"wrote {args.out}")
@@ -633,6 +660,10 @@ def cmd_table(argv: list[str]) -> int:
     from bench.reward_table import check_columns
 
     groups = check_columns(task, args.rewards)
+    if args.shard is not None and args.shard[1] > args.arms:
+        raise ConfigError(f"--shard {args.shard[0]}/{args.shard[1]}: more shards than the {args.arms} arms")
+    if args.plan is not None and args.shard is not None:
+        raise ConfigError("--plan writes every arm's calls; shard the build (--shard) or the plan's answers, not both")
     if args.plan is not None and groups != ("generation",):
         raise ConfigError("--plan writes the generation calls for another machine; --rewards loglik,options run here")
     splits = task.load_splits(args.data_dir or default_data_dir(), n_test=args.n_test, n_val=args.n_val,
@@ -662,7 +693,7 @@ def cmd_table(argv: list[str]) -> int:
             raise ConfigError(f"--answers-from {args.answers_from}: not readable ({exc})") from None
     table = build(task, splits, client, Encoder(), bertscore, n_arms=args.arms, k=args.k, seed=args.seed,
                   samples=args.samples, progress=not args.no_progress, answers_from=recorded, groups=groups,
-                  test_recorded=args.record_test)
+                  test_recorded=args.record_test, shard=args.shard)
     table.save(args.file)
     print(table.summary())
     print(f"wrote {args.file}")
@@ -706,6 +737,82 @@ def _table_calls(args) -> int:
     return 0
 
 
+def sweep_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="python -m bench sweep", formatter_class=HelpFormatter,
+               description="A grid of runs, one run folder a cell (bench/sweep.py): GRID.yaml holds run options, a "
+                           "YAML list where one varies. Finished cells are skipped and cut ones resumed.")
+    p.add_argument("grid", type=Path, metavar="GRID.yaml", help="the grid: run options, lists where they vary")
+    p.add_argument("--out", type=Path, required=True, help="the sweep's folder: cells/NAME run folders, logs/, "
+                                                           "report.md")
+    p.add_argument("--launcher", choices=["local", "slurm"], default="local",
+                   help="local: --workers cells at once on this machine; slurm: one job array (submitit)")
+    p.add_argument("--workers", type=_positive, default=1, help="local: cells run at once")
+    p.add_argument("--dry-run", action="store_true", help="print the cells, their state and planned calls; run none")
+    slurm = p.add_argument_group("slurm")
+    slurm.add_argument("--partition", default=None, help="the partition of the job array")
+    slurm.add_argument("--time", type=_positive, default=60, metavar="MINUTES", help="time limit per cell")
+    slurm.add_argument("--gpus", type=int, default=0, help="GPUs per cell")
+    slurm.add_argument("--cpus", type=_positive, default=1, help="CPUs per cell")
+    slurm.add_argument("--mem-gb", type=float, default=None, help="memory per cell")
+    slurm.add_argument("--array-parallelism", type=_positive, default=16, help="cells of the array running at once")
+    slurm.add_argument("--sbatch", action="append", default=[], metavar="KEY=VALUE",
+                       help="another sbatch setting (e.g. account=myproj); repeatable")
+    return p
+
+
+def cmd_sweep(argv: list[str]) -> int:
+    args = sweep_parser().parse_args(argv)
+    from bench.sweep import SlurmSettings, SweepLock, dry_run, launch, read_grid
+
+    if not args.grid.is_file():
+        raise ConfigError(f"sweep: no grid file at {args.grid}")
+    extra = {}
+    for pair in args.sbatch:
+        key, eq, value = pair.partition("=")
+        if not eq or not key:
+            raise ConfigError(f"--sbatch wants KEY=VALUE, got {pair!r}")
+        extra[key.replace("-", "_")] = value
+    grid = read_grid(args.grid, args.out)
+    if args.dry_run:
+        print(dry_run(grid))
+        return 0
+    slurm = SlurmSettings(args.partition, args.time, args.gpus, args.cpus, args.mem_gb, args.array_parallelism, extra)
+    from reports.sweep import write_sweep_report
+
+    with SweepLock(args.out):
+        try:
+            status = launch(grid, args.out, args.launcher, args.workers, slurm)
+        except KeyboardInterrupt:
+            return 130  # launch said what stopped; the same command resumes
+        path = write_sweep_report(args.out, {c.name: (c.folder, c.varying) for c in grid.cells}, grid.baseline,
+                                  status)
+    print(path.read_text(encoding="utf-8"))
+    failed = sorted(name for name, s in status.items() if s == "failed")
+    print(f"wrote {path}; {len(status) - len(failed)} of {len(status)} cells finished"
+          + (f", failed: {', '.join(failed)} (rerun the same command to retry them)" if failed else ""),
+          file=sys.stderr)
+    return 1 if failed else 0
+
+
+def cache_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="python -m bench cache", formatter_class=HelpFormatter,
+               description="LLM answer caches (bench/llm/cache.py).")
+    p.add_argument("action", choices=["merge"], help="merge: every key of the caches into --out")
+    p.add_argument("caches", type=Path, nargs="+", metavar="CACHE.sqlite", help="the caches, in order of preference")
+    p.add_argument("--out", type=Path, required=True, help="the merged cache (created, or added to)")
+    return p
+
+
+def cmd_cache(argv: list[str]) -> int:
+    args = cache_parser().parse_args(argv)
+    from bench.llm.cache import merge_caches
+
+    stats = merge_caches(args.caches, args.out)
+    print(f"wrote {args.out}: {stats['keys']} keys from {len(args.caches)} cache(s) ({stats['added']} added); "
+          f"{stats['differed']} key(s) answered differently by two caches (the first cache's answer kept)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
@@ -732,7 +839,7 @@ def main(argv: list[str] | None = None) -> int:
         argv = argv[1:]
     handler = {"run": cmd_run, "list": cmd_list, "report": cmd_report, "compare": cmd_compare,
                "simulate": cmd_simulate, "perf": cmd_perf, "data": cmd_data, "table": cmd_table,
-               "view": cmd_view}[command]
+               "view": cmd_view, "sweep": cmd_sweep, "cache": cmd_cache}[command]
     try:
         return handler(argv)
     except BenchError as exc:

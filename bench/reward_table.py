@@ -307,13 +307,63 @@ def record(client: LLMClient, task, arm_demos, items, samples: int, *, score: bo
         bar.close()
 
 
+def shard_arms(n_arms: int, shard: tuple[int, int]) -> tuple[int, int]:
+    """Shard i of n (0-based): the arms [lo, hi) it records, contiguous slices as even as they come."""
+    index, count = shard
+    if not 0 <= index < count or count > n_arms:
+        raise ConfigError(f"--shard {index}/{count}: wants 0 <= i < n <= {n_arms} (the arms)")
+    bounds = np.linspace(0, n_arms, count + 1).round().astype(int)
+    return int(bounds[index]), int(bounds[index + 1])
+
+
+def join_shards(tables: list[RewardTable]) -> RewardTable:
+    """The shards of one build (`build --shard i/n`, every i once) joined into the table an unsharded build
+    records: the arms in order, every array as that build's."""
+    shards = [t.meta.get("shard") for t in tables]
+    if any(s is None for s in shards):
+        raise ConfigError("table merge: join the shards of one build (`table build --shard i/n`); a table that is "
+                          "not a shard merges its columns with one other table")
+    count = shards[0]["of"]
+    order = sorted(range(len(tables)), key=lambda i: shards[i]["index"])
+    if sorted(s["index"] for s in shards) != list(range(count)) or any(s["of"] != count for s in shards):
+        have = sorted(s["index"] for s in shards)
+        raise ConfigError(f"table merge: shards {have} of {count}: every shard 0..{count - 1} once is needed")
+    tables = [tables[i] for i in order]
+    first = tables[0]
+    own = ("shard", "built_at", "build_seconds")
+    same = {k: v for k, v in first.meta.items() if k not in own}
+    for t in tables[1:]:
+        differ = sorted(k for k in set(same) | set(t.meta) if k not in own and same.get(k) != t.meta.get(k))
+        if differ:
+            raise ConfigError(f"table merge: the shards differ in {', '.join(differ)}: they are not one build's")
+        if not np.array_equal(t.item_ids, first.item_ids) or not np.array_equal(t.split, first.split):
+            raise ConfigError("table merge: the shards hold other items: they are not one build's")
+    if [t.meta["shard"]["arms"] for t in tables] != [list(shard_arms(first.meta["n_arms"], (i, count)))
+                                                     for i in range(count)]:
+        raise ConfigError("table merge: the shards' arms do not cover the build's arms in order")
+    cat = lambda arrays: np.concatenate(arrays, axis=0)  # noqa: E731
+    meta = {**same, "built_at": max(t.meta["built_at"] for t in tables),
+            "build_seconds": round(sum(t.meta["build_seconds"] for t in tables), 1), "joined_shards": count}
+    return RewardTable(cat([t.rewards for t in tables]), cat([t.metric for t in tables]),
+                       cat([t.loglik for t in tables]), first.item_ids, first.split,
+                       cat([t.arm_demo_ids for t in tables]), meta,
+                       {name: cat([t.extras[name] for t in tables]) for name in first.extras})
+
+
 def build(task, splits, client: LLMClient, encoder, bertscore, *, n_arms: int, k: int, seed: int, samples: int,
           progress: bool = True, answers_from: dict | None = None,
-          groups: tuple[str, ...] = ("generation",), test_recorded: int | None = None) -> RewardTable:
+          groups: tuple[str, ...] = ("generation",), test_recorded: int | None = None,
+          shard: tuple[int, int] | None = None) -> RewardTable:
+    """The table of every arm, or with `shard` (i, n) of the i-th of n slices of the arms (the arms are built
+    whole, as always, so the slices of n builds join into this build's table: `join_shards`)."""
     groups = check_columns(task, groups)
     generate = "generation" in groups
     samples = 1 if task.scoring == "rank" or client.params.greedy or not generate else samples  # deterministic
     arm_demos = table_arms(task, splits, encoder, n_arms, k, seed)
+    all_arms = len(arm_demos)
+    if shard is not None:
+        lo, hi = shard_arms(all_arms, shard)
+        arm_demos = arm_demos[lo:hi]
     test = recorded_test(splits.test, test_recorded, seed)
     items = list(splits.validation) + test
     if answers_from is not None:
@@ -347,7 +397,7 @@ def build(task, splits, client: LLMClient, encoder, bertscore, *, n_arms: int, k
             "metric": task.metric_name, "extras": sorted(extras), "groups": list(groups),
             "decoding": {"temperature": params.temperature, "max_new_tokens": params.max_new_tokens,
                          "stop": list(params.stop)} if generate else None,
-            "template_hash": template_hash(task), "k": k, "n_arms": len(arm_demos), "seed": seed, "samples": samples,
+            "template_hash": template_hash(task), "k": k, "n_arms": all_arms, "seed": seed, "samples": samples,
             "n_validation": len(splits.validation), "n_test": len(splits.test), "pool_size": len(splits.pool),
             "code": code, "built_at": datetime.now(timezone.utc).isoformat(
                 timespec="seconds"), "build_seconds": round(seconds, 1)}
@@ -359,6 +409,8 @@ def build(task, splits, client: LLMClient, encoder, bertscore, *, n_arms: int, k
         meta["bertscore"] = bertscore.description(task.lang)
     if answers_from is not None:  # the answers came from another machine's run of `table calls`
         meta["answers_recorded"] = answers_from
+    if shard is not None:
+        meta["shard"] = {"index": shard[0], "of": shard[1], "arms": [lo, hi]}
     return RewardTable(rewards, metric, loglik, np.array([it.id for it in items]),
                        np.array([it.split or ("validation" if i < len(splits.validation) else "test")
                                  for i, it in enumerate(items)]),

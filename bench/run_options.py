@@ -225,6 +225,10 @@ class RunOptions:
     embedding_cache: str = option(
         "auto", "embeddings kept across runs: auto (BENCH_CACHE_DIR/embeddings.sqlite) | off | a path")
     cache: Path | None = option(None, "SQLite LLM cache (default OUT/cache.sqlite)", parse=Path)
+    cache_from: list[Path] = option(
+        [], "a read-only LLM cache asked for answers --cache lacks (another job's, merged by `bench cache merge`); "
+            "never written, safe to share over a network filesystem (repeatable)", parse=Path, many="append",
+        metavar="FILE")
     prices: Path | None = option(
         None, "YAML price table (model -> {input, output} USD per 1M tokens) for the report's costs", parse=Path)
     ltr_data: list[str] = option(
@@ -276,6 +280,9 @@ class RunOptions:
                 raise ConfigError(f"--{name.replace('_', '-')} must be >= 0, got {value}")
         method_budgets(self.method_budget)
         run_folders(self.replay_from)
+        for path in self.cache_from:
+            if not Path(path).is_file():
+                raise ConfigError(f"--cache-from {path}: no such cache file")
         return self
 
     def to_mapping(self) -> dict:

@@ -71,6 +71,7 @@ class RunConfig:
     encoder: str = "auto"
     embedding_cache: str = "auto"  # --embedding-cache: bench/embedding_cache.py
     cache_path: Path | None = None
+    cache_from: list[Path] = field(default_factory=list)  # read-only caches asked for what cache_path lacks
     plugins: list[str] = field(default_factory=list)
     progress: bool = True
     threads: str = "auto"  # --threads: bench/threads.py
@@ -312,7 +313,7 @@ class Runner:
     def _clients(self) -> tuple[LLMClient, LLMClient]:
         """(inference client, selection client): one client when both LLMs and decodings are the same.
         They share the cache (keys carry the model id and decoding) and the call log."""
-        cache = CallCache(self.cfg.cache_path or self.out / "cache.sqlite")
+        cache = CallCache(self.cfg.cache_path or self.out / "cache.sqlite", read_from=self.cfg.cache_from)
         name = CALLS if self.dist.world == 1 else f"calls.rank{self.dist.rank}.jsonl"
         log = CallLog(self.out / name, rank=self.dist.rank)
         client = LLMClient(self.cfg.llm_backend or make_backend(self.cfg.llm), cache, log, self.cfg.generation,

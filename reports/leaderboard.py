@@ -112,11 +112,11 @@ def matrix(cell: Cell, seeds: list[int], items: list[str]) -> np.ndarray:
     return np.array([[cell.scores[s][i] for i in items] for s in seeds], dtype=float)
 
 
-def task_rows(cells: dict[str, Cell], resamples: int = 10_000) -> list[dict]:
+def task_rows(cells: dict[str, Cell], resamples: int = 10_000, baseline: str = BASELINE) -> list[dict]:
     """One row per selector: the mean over seeds and items with its two-way bootstrap 95% interval (seeds and
-    items resampled together), and the paired two-way bootstrap test against random few-shot on the seeds and
-    items both have, Holm-adjusted over the selectors of the task."""
-    base = cells.get(BASELINE)
+    items resampled together), and the paired two-way bootstrap test against random few-shot (`baseline`) on the
+    seeds and items both have, Holm-adjusted over the selectors of the task."""
+    base = cells.get(baseline)
     rows = []
     for name, cell in cells.items():
         seeds = sorted(cell.scores)
@@ -131,7 +131,7 @@ def task_rows(cells: dict[str, Cell], resamples: int = 10_000) -> list[dict]:
                        selection_seconds=float(np.mean(list(cell.selection_seconds.values()))),
                        inference_seconds=(float(np.mean(list(cell.inference_seconds.values())))
                                           if cell.inference_seconds else None))
-            common = sorted(set(seeds) & set(base.scores)) if base is not None and name != BASELINE else []
+            common = sorted(set(seeds) & set(base.scores)) if base is not None and name != baseline else []
             shared = sorted(set.intersection(*(set(cell.scores[s]) & set(base.scores[s]) for s in common))) \
                 if common else []
             if shared:

@@ -113,14 +113,16 @@ def test_the_population_protocol_certifies_the_pool_mean_where_a_fixed_set_certi
     out = tmp_path / "wor.json"
     assert main([*base, "--methods", "all", "--protocol", "population", "--batch", "4", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
-    row, pp, pp_wider, paired = data["results"]
+    row, pp, pp_wider, paired, paired_pp = data["results"]
     assert row["method"] == "lucb-wor" and row["settings"] == {"cs": "wor"}
     assert pp["method"] == "lucb-pp-wor" and pp["settings"] == {"cs": "wor", "split": "lucb++"}
     assert pp_wider["settings"] == {"cs": "wor", "split": "lucb++", "sampling": "wider"}
     assert paired["method"] == "lucb-paired-wor" and paired["settings"] == {"cs": "wor"}
+    assert paired_pp["method"] == "lucb-paired-pp-wor" and paired_pp["settings"] == {"cs": "wor", "split": "lucb++"}
     assert data["env"]["protocol"] == "population" and data["env"]["batch"] == 4
-    for certified in (row, pp, pp_wider, paired):
+    for certified in (row, pp, pp_wider, paired, paired_pp):
         assert certified["coverage"] == 1.0 and certified["eps_error_rate"] == 0.0
+        assert certified["event_rate"] == 1.0  # the proof's event at every round of every run
         assert len(certified["calls"]) == 3  # per run: the paired ratio of calls
 
 

@@ -1,0 +1,372 @@
+"""`python -m bench sweep GRID.yaml --launcher local|slurm --out DIR`: a grid of runs, one cell a run folder.
+
+GRID.yaml holds run options (the `--config` names); an option given as a YAML list varies, and the cells are the
+product of those lists, in the file's order (`tasks: [rules, trec]` is two cells; `tasks: rules,trec` is one cell
+running both). An option that is itself repeatable (`task_file`, `plugin`, `method_budget`, `replay_from`) varies
+only as a list of lists. Two keys are the sweep's own: `baseline` (the method of the merged report's paired tests;
+default few-shot where the grid has it, else its first method) and `name` (a cell folder's name, a format string over
+the varying options, default `methods=knn_tasks=rules_seed=0`).
+
+Each cell is an ordinary run folder OUT/cells/NAME (its own cache.sqlite unless `cache` is set; `cache_from` a
+read-only shared one): `python -m bench run --config OUT/cells/NAME/cell.yaml --out OUT/cells/NAME` is the same run.
+A cell whose run finished (results.json and OUT/cells/NAME/sweep_done.json holding the cell's fingerprint, the hash
+of its options) is skipped; a cell cut short (config.json present) resumes with `--resume`, so its finished items
+and answered calls are not asked again. The launcher is submitit: `local` runs --workers cells at once on this
+machine (each in its own process), `slurm` submits one job array. When every cell has ended, OUT/report.md holds
+the method-level tests across seeds (reports/sweep.py).
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import itertools
+import json
+import math
+import re
+import signal
+import sys
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from bench.errors import ConfigError
+from bench.run_options import RunOptions
+
+SWEEP_KEYS = ("baseline", "name")  # the sweep's own keys in GRID.yaml
+NOT_IN_GRID = ("out", "resume", "only", "k_sweep")  # the sweep sets the folder and the resume itself
+DONE = "sweep_done.json"
+CELL_CONFIG = "cell.yaml"
+LAUNCHERS = ("local", "slurm")
+
+
+@dataclass
+class Cell:
+    name: str
+    varying: dict  # the options this cell sets from the grid's lists
+    mapping: dict  # the cell's run options (GRID.yaml's, with its varying values), as a --config file holds them
+    folder: Path
+
+    @property
+    def fingerprint(self) -> str:
+        return hashlib.sha256(json.dumps(self.mapping, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def state(self) -> str:
+        """done (finished with these options), partial (a run was started: it resumes) or new."""
+        done = self.folder / DONE
+        if done.is_file() and (self.folder / "results.json").is_file():
+            try:
+                if json.loads(done.read_text()).get("fingerprint") == self.fingerprint:
+                    return "done"
+            except ValueError:
+                pass
+        return "partial" if (self.folder / "config.json").is_file() else "new"
+
+
+@dataclass
+class Grid:
+    cells: list[Cell]
+    baseline: str | None
+    axes: list[str] = field(default_factory=list)
+
+
+def _many(name: str) -> bool:
+    """Options whose one value is already a list (a repeatable flag): they vary only as a list of lists."""
+    spec = {f.name: f for f in fields(RunOptions)}[name]
+    return bool(spec.metadata.get("many"))
+
+
+def read_grid(path: Path, out: Path) -> Grid:
+    """GRID.yaml -> its cells, every one checked as a run's options are (one line, exit 2, on a bad one)."""
+    from bench.yamlfile import read_mapping
+
+    data = dict(read_mapping(path, "sweep"))
+    where = f"sweep {path}"
+    known = {f.name for f in fields(RunOptions)} | {"param"}
+    baseline, name_format = data.pop("baseline", None), data.pop("name", None)
+    axes, fixed = [], {}
+    for key, value in data.items():
+        option = str(key).replace("-", "_")
+        if option in NOT_IN_GRID:
+            raise ConfigError(f"{where}: '{key}' is set by the sweep (--out DIR, resumed cells), not by the grid")
+        if option not in known:
+            RunOptions.from_mapping({key: value}, where)  # the run's own message, naming every option
+        varies = isinstance(value, list) and option not in ("params", "param") and (
+            not _many(option) or (value and all(isinstance(v, list) for v in value)))
+        if varies:
+            if not value:
+                raise ConfigError(f"{where}: '{key}' lists no value")
+            axes.append((option, value))
+        else:
+            fixed[option] = value
+    cells, seen = [], set()
+    for combo in itertools.product(*(values for _, values in axes)) if axes else [()]:
+        varying = {name: value for (name, _), value in zip(axes, combo)}
+        mapping = {**fixed, **varying}
+        options = RunOptions.from_mapping(mapping, f"{where}, cell {_label(varying)}")
+        if options.methods is None:
+            raise ConfigError(f"{where}: no 'methods': every cell runs selectors")
+        cell_name = _folder_name(name_format, varying, where)
+        if cell_name in seen:
+            raise ConfigError(f"{where}: two cells are both named '{cell_name}' (set 'name' to tell them apart)")
+        seen.add(cell_name)
+        plain = {k: v for k, v in options.to_mapping().items()}  # typed, converted, as run_config.yaml holds them
+        cells.append(Cell(cell_name, varying, plain, out / "cells" / cell_name))
+    methods = list(dict.fromkeys(m for c in cells for m in c.mapping["methods"]))
+    if baseline is not None and baseline not in methods:
+        raise ConfigError(f"{where}: baseline '{baseline}' is not among the grid's methods ({', '.join(methods)})")
+    baseline = baseline or ("few-shot" if "few-shot" in methods else methods[0])
+    return Grid(cells, baseline, [a for a, _ in axes])
+
+
+def _text(value) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def _label(varying: dict) -> str:
+    return " ".join(f"{k}={_text(v)}" for k, v in varying.items()) or "the only cell"
+
+
+def _folder_name(name_format: str | None, varying: dict, where: str) -> str:
+    if name_format:
+        try:
+            name = str(name_format).format(**{k: _text(v) for k, v in varying.items()})
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ConfigError(f"{where}: 'name' {name_format!r} names no varying option ({exc})") from None
+    else:
+        name = "_".join(f"{k}={_text(v)}" for k, v in varying.items()) or "cell"
+    return re.sub(r"[^A-Za-z0-9=,.+@_-]", "-", name)
+
+
+# ---- one cell: the job a launcher runs -----------------------------------------------------------------------------
+class CellFailed(RuntimeError):
+    pass
+
+
+def run_cell(folder: str, fingerprint: str) -> str:
+    """Run (or resume) the cell in `folder` as `python -m bench run --config cell.yaml --out folder [--resume]`;
+    on success mark it done with its fingerprint. A submitit job: it raises when the run fails."""
+    from bench.cli import main
+
+    folder_path = Path(folder)
+    argv = ["run", "--config", str(folder_path / CELL_CONFIG), "--out", folder]
+    if (folder_path / "config.json").is_file():  # a run was started here: its items and answers are kept
+        argv.append("--resume")
+    began = time.time()
+    status = main(argv)
+    if status != 0:
+        raise CellFailed(f"`python -m bench {' '.join(argv)}` exited with {status}")
+    (folder_path / DONE).write_text(json.dumps({"fingerprint": fingerprint, "seconds": round(time.time() - began, 1)})
+                                    + "\n")
+    return folder
+
+
+# ---- the launchers ---------------------------------------------------------------------------------------------------
+@dataclass
+class SlurmSettings:
+    partition: str | None = None
+    time_min: int = 60
+    gpus: int = 0
+    cpus: int = 1
+    mem_gb: float | None = None
+    array_parallelism: int = 16
+    extra: dict = field(default_factory=dict)  # more sbatch settings (submitit's slurm_additional_parameters)
+
+
+def executor(launcher: str, logs: Path, slurm: SlurmSettings, timeout_min: int):
+    try:
+        import submitit
+    except ImportError:
+        raise ConfigError("the sweep's launchers are submitit's: pip install submitit (or .[cluster])") from None
+    if launcher == "local":
+        ex = submitit.AutoExecutor(folder=logs, cluster="local")
+        ex.update_parameters(timeout_min=timeout_min)
+        return ex
+    ex = submitit.AutoExecutor(folder=logs, cluster="slurm")
+    params = {"timeout_min": slurm.time_min, "cpus_per_task": slurm.cpus, "slurm_array_parallelism":
+              slurm.array_parallelism, "name": "bench-sweep"}
+    if slurm.gpus:
+        params["gpus_per_node"] = slurm.gpus
+    if slurm.partition:
+        params["slurm_partition"] = slurm.partition
+    if slurm.mem_gb:
+        params["mem_gb"] = slurm.mem_gb
+    if slurm.extra:
+        params["slurm_additional_parameters"] = slurm.extra
+    ex.update_parameters(**params)
+    return ex
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None or seconds != seconds:
+        return "unknown"
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else \
+        f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+class Progress:
+    """The sweep's console line: cells done, running, failed, queued, and an ETA from the cells finished so far."""
+
+    def __init__(self, total: int, skipped: int, workers: int, stream=None):
+        self.total, self.skipped, self.workers = total, skipped, max(1, workers)
+        self.stream = stream or sys.stderr
+        self.began = time.time()
+        self.durations: list[float] = []
+        self.last = ""
+        self.last_at = 0.0
+
+    def eta(self, queued: int, running: int) -> float | None:
+        if not self.durations:
+            return None
+        mean = sum(self.durations) / len(self.durations)
+        return mean * math.ceil((queued + running) / self.workers)
+
+    def line(self, done: int, running: int, failed: int, queued: int) -> str:
+        skipped = f" ({self.skipped} finished before)" if self.skipped else ""
+        eta = "0s" if not running and not queued else _duration(self.eta(queued, running))
+        return (f"[sweep] {done}/{self.total} done{skipped}, {running} running, {failed} failed, {queued} queued; "
+                f"{_duration(time.time() - self.began)} elapsed, ETA {eta}")
+
+    def show(self, done: int, running: int, failed: int, queued: int, every: float = 30.0) -> None:
+        text = self.line(done, running, failed, queued)
+        head = text.split(";")[0]
+        if head != self.last.split(";")[0] or time.time() - self.last_at >= every:  # on a change, else now and then
+            print(text, file=self.stream, flush=True)
+            self.last, self.last_at = text, time.time()
+
+
+def log_tail(job, lines: int = 12) -> str:
+    """The last lines a failed cell wrote to its log (stderr, else stdout), before submitit's own report of the
+    failure (its traceback through the job wrapper); that report where the cell wrote nothing (a job killed)."""
+    for path in (job.paths.stderr, job.paths.stdout):
+        try:
+            text = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        ends = [i for i, l in enumerate(text) if l.startswith("submitit ERROR")]
+        own = [l for l in text[:ends[-1] if ends else len(text)] if l.strip() and not l.startswith("submitit ")]
+        kept = own or [l for l in text if l.strip()]
+        if kept:
+            return "\n".join(kept[-lines:])
+    return "(no log)"
+
+
+def launch(grid: Grid, out: Path, launcher: str, workers: int, slurm: SlurmSettings, timeout_min: int = 24 * 60,
+           poll_s: float = 1.0, stream=None) -> dict[str, str]:
+    """Run every cell that is not done; returns cell name -> done | failed | skipped."""
+    stream = stream or sys.stderr
+    todo = [c for c in grid.cells if c.state() != "done"]
+    status = {c.name: "skipped" for c in grid.cells if c not in todo}
+    for cell in todo:
+        cell.folder.mkdir(parents=True, exist_ok=True)
+        import yaml
+
+        (cell.folder / CELL_CONFIG).write_text(yaml.safe_dump(cell.mapping, sort_keys=False), encoding="utf-8")
+    workers = workers if launcher == "local" else slurm.array_parallelism
+    progress = Progress(len(grid.cells), len(status), min(workers, max(1, len(todo))), stream)
+    if not todo:
+        progress.show(len(grid.cells), 0, 0, 0)
+        return status
+    ex = executor(launcher, out / "logs", slurm, timeout_min)
+    queue = list(todo)
+    running: dict[str, tuple[Cell, object, float]] = {}
+
+    def submit(cells: list[Cell]) -> None:
+        if launcher == "slurm":  # one job array
+            jobs = ex.map_array(run_cell, [str(c.folder) for c in cells], [c.fingerprint for c in cells])
+        else:
+            jobs = [ex.submit(run_cell, str(c.folder), c.fingerprint) for c in cells]
+        for cell, job in zip(cells, jobs):
+            running[cell.name] = (cell, job, time.time())
+            print(f"[sweep] {cell.name}: job {job.job_id} ({cell.state()})", file=stream, flush=True)
+
+    def cancel(signum, frame):  # an interrupted sweep stops its cells; a rerun resumes them
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, cancel)
+    try:
+        if launcher == "slurm":
+            submit(queue)
+            queue = []
+        while queue or running:
+            if launcher == "local" and queue and len(running) < workers:
+                take, queue = queue[:workers - len(running)], queue[workers - len(running):]
+                submit(take)
+            for name, (cell, job, began) in list(running.items()):
+                if not job.done():
+                    continue
+                del running[name]
+                try:
+                    job.result()
+                    status[name] = "done"
+                    progress.durations.append(time.time() - began)
+                except Exception:  # the cell's failure, reported; the other cells go on
+                    status[name] = "failed"
+                    print(f"[sweep] FAILED {name} (job {job.job_id}); the last lines of its log "
+                          f"({job.paths.stderr}):\n" + "\n".join("    " + l for l in log_tail(job).splitlines()),
+                          file=stream, flush=True)
+            finished = sum(s in ("done", "skipped") for s in status.values())
+            failed = sum(s == "failed" for s in status.values())
+            progress.show(finished, len(running), failed, len(queue))
+            if running or queue:
+                time.sleep(poll_s)
+    except KeyboardInterrupt:
+        for cell, job, _ in running.values():
+            job.cancel(check=False)
+        for cell, job, _ in running.values():
+            for _ in range(300):  # each cell writes what it finished and stops (SIGINT: a run's own interruption)
+                if job.done():
+                    break
+                time.sleep(0.1)
+        print(f"[sweep] interrupted: {len(running)} running cell(s) stopped; rerun the same command to resume them",
+              file=stream, flush=True)
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return status
+
+
+class SweepLock:
+    """One sweep at a time in an OUT folder (two would run the same cells)."""
+
+    def __init__(self, out: Path):
+        out.mkdir(parents=True, exist_ok=True)
+        self.handle = (out / "sweep.lock").open("w")
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise ConfigError(f"another sweep is running in {out}") from None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.handle, fcntl.LOCK_UN)
+        self.handle.close()
+
+
+def dry_run(grid: Grid, stream=None) -> str:
+    """The cells, their state and their planned LLM calls (bench/plan.py, no model loaded)."""
+    from tabulate import tabulate
+
+    from bench.cli import run_config
+    from bench.plan import plan
+    from bench.runner import Runner
+
+    rows, total, unbounded = [], 0, False
+    for cell in grid.cells:
+        options = RunOptions.from_mapping({**cell.mapping, "out": str(cell.folder),
+                                           "resume": cell.state() != "new"}, f"cell {cell.name}")
+        planned = plan(Runner(run_config(options)))
+        selection = [r.selection_calls for r in planned]
+        inference = sum(r.inference_calls for r in planned)
+        sel = "unbounded" if None in selection else sum(selection)
+        unbounded |= None in selection
+        total += inference + (0 if None in selection else sum(selection))
+        rows.append([cell.name, cell.state(), sel, inference])
+    table = tabulate(rows, headers=["cell", "state", "selection calls", "inference calls"], tablefmt="github",
+                     disable_numparse=True)
+    states = [c.state() for c in grid.cells]
+    return (f"{len(grid.cells)} cells ({states.count('done')} done, {states.count('partial')} to resume, "
+            f"{states.count('new')} new); planned LLM calls of a first run, cache hits ignored: {total:,}"
+            + (" plus unbounded selections" if unbounded else "") + "\n\n" + table)
