@@ -514,6 +514,9 @@ def table_parser() -> argparse.ArgumentParser:
     p.add_argument("--llm", default="gemma3-270m", help="LLM alias or model (build)")
     p.add_argument("--backend", choices=["embedded", "hf", "openai", "ollama", "llamacpp"], default=None,
                    help="override the alias's backend (build)")
+    p.add_argument("--api-base", default=None,
+                   help="build with --backend openai: the server's URL (an OpenAI-compatible vLLM, SGLang or "
+                        "llama.cpp server; default OPENAI_BASE_URL)")
     p.add_argument("--arms", type=_positive, default=100, help="arms, built as the bandit selectors build them")
     p.add_argument("--k", type=_positive, default=5, help="demonstrations per arm")
     p.add_argument("--n-val", type=_positive, default=None,
@@ -671,7 +674,7 @@ def cmd_table(argv: list[str]) -> int:
     if args.record_test is not None and (args.record_test > len(splits.test) or args.plan is not None):
         raise ConfigError(f"--record-test {args.record_test}: " + ("a plan holds every test item" if args.plan else
                           f"more than the {len(splits.test)} test items"))
-    spec = LLMSpec(args.llm, backend=args.backend)
+    spec = LLMSpec(args.llm, backend=args.backend, api_base=args.api_base)
     resolve(spec)  # a bad name fails before any model loads
     cache = None if args.plan else CallCache(args.cache or args.file.with_suffix(".cache.sqlite"))  # plan: no calls
     client = LLMClient(make_backend(spec), cache, CallLog(None),
@@ -740,7 +743,9 @@ def _table_calls(args) -> int:
 def sweep_parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m bench sweep", formatter_class=HelpFormatter,
                description="A grid of runs, one run folder a cell (bench/sweep.py): GRID.yaml holds run options, a "
-                           "YAML list where one varies. Finished cells are skipped and cut ones resumed.")
+                           "YAML list where one varies. Finished cells are skipped and cut ones resumed. A grid "
+                           "with a `table_build` mapping (table build's options) and `shards: N` fans reward-table "
+                           "builds out into N shard cells each, joined into OUT/tables/NAME.npz.")
     p.add_argument("grid", type=Path, metavar="GRID.yaml", help="the grid: run options, lists where they vary")
     p.add_argument("--out", type=Path, required=True, help="the sweep's folder: cells/NAME run folders, logs/, "
                                                            "report.md")
@@ -773,19 +778,28 @@ def cmd_sweep(argv: list[str]) -> int:
             raise ConfigError(f"--sbatch wants KEY=VALUE, got {pair!r}")
         extra[key.replace("-", "_")] = value
     grid = read_grid(args.grid, args.out)
+    for cell in grid.cells if grid.shards else []:  # a build's flags checked as its command checks them
+        build = table_parser().parse_args(cell.argv[1:])
+        if grid.shards > build.arms:
+            raise ConfigError(f"sweep {args.grid}: {grid.shards} shards of {build.arms} arms: at most one a shard")
     if args.dry_run:
         print(dry_run(grid))
         return 0
     slurm = SlurmSettings(args.partition, args.time, args.gpus, args.cpus, args.mem_gb, args.array_parallelism, extra)
-    from reports.sweep import write_sweep_report
+    from reports.sweep import write_sweep_report, write_table_report
 
     with SweepLock(args.out):
         try:
             status = launch(grid, args.out, args.launcher, args.workers, slurm)
         except KeyboardInterrupt:
             return 130  # launch said what stopped; the same command resumes
-        path = write_sweep_report(args.out, {c.name: (c.folder, c.varying) for c in grid.cells}, grid.baseline,
-                                  status)
+        if grid.shards:
+            from bench.sweep import merge_tables
+
+            path = write_table_report(args.out, merge_tables(grid, args.out, status), status)
+        else:
+            path = write_sweep_report(args.out, {c.name: (c.folder, c.varying) for c in grid.cells}, grid.baseline,
+                                      status)
     print(path.read_text(encoding="utf-8"))
     failed = sorted(name for name, s in status.items() if s == "failed")
     print(f"wrote {path}; {len(status) - len(failed)} of {len(status)} cells finished"

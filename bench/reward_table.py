@@ -113,9 +113,11 @@ class RewardTable:
             means = self.true_means(what)
             top = np.sort(means)[::-1]
             signal = self.arm_signal(what)
-            lines.append(f"  {what:>8}: arm means {means.min():.3f}-{means.max():.3f} (sd {means.std(ddof=1):.3f}); "
-                         f"best {top[0]:.3f}, 10th best {top[min(9, len(top) - 1)]:.3f}; arms differ: Friedman "
-                         f"p {signal['friedman_p']:.2g}; validation-test r {signal['val_test_r']:.2f}")
+            spread = f" (sd {means.std(ddof=1):.3f})" if len(means) > 1 else ""
+            tests = (f"arms differ: Friedman p {signal['friedman_p']:.2g}; validation-test r {signal['val_test_r']:.2f}"
+                     if len(means) >= 3 else "too few arms to test whether they differ")
+            lines.append(f"  {what:>8}: arm means {means.min():.3f}-{means.max():.3f}{spread}; "
+                         f"best {top[0]:.3f}, 10th best {top[min(9, len(top) - 1)]:.3f}; {tests}")
         return "\n".join(lines)
 
     def arm_signal(self, what: str = "rewards") -> dict:
@@ -127,6 +129,8 @@ class RewardTable:
         values = snap_rounding(self.values(what))
         per_item = values.reshape(len(values), len(self.item_ids), -1).astype(np.float64).mean(axis=2)
         blocks = per_item[:, self.validation]
+        if len(blocks) < 3:  # Friedman's test needs three arms (a shard may hold fewer): no test, no correlation
+            return {"friedman_p": float("nan"), "val_test_r": float("nan")}
         p = float(stats.friedmanchisquare(*blocks).pvalue) if np.ptp(blocks) > 0 else 1.0
         val, test = self.true_means(what), self.true_means(what, "test")
         r = float(stats.pearsonr(val, test).statistic) if np.ptp(val) > 0 and np.ptp(test) > 0 else float("nan")

@@ -14,6 +14,11 @@ of its options) is skipped; a cell cut short (config.json present) resumes with 
 and answered calls are not asked again. The launcher is submitit: `local` runs --workers cells at once on this
 machine (each in its own process), `slurm` submits one job array. When every cell has ended, OUT/report.md holds
 the method-level tests across seeds (reports/sweep.py).
+
+A grid with a `table_build` mapping fans out reward-table builds instead: its keys are `bench table build`'s options
+(lists where they vary), `shards: N` splits each build into N cells (`table build --shard i/N`, each with its own
+cache, so a killed shard resumes from its answers), and when every shard of a build is done the sweep joins them
+(`join_shards`) into OUT/tables/NAME.npz, the table an unsharded build records.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ import itertools
 import json
 import math
 import re
+import shlex
 import signal
 import sys
 import time
@@ -33,6 +39,12 @@ from bench.errors import ConfigError
 from bench.run_options import RunOptions
 
 SWEEP_KEYS = ("baseline", "name")  # the sweep's own keys in GRID.yaml
+TABLE_BUILD = "table_build"  # a grid of reward-table builds: `bench table build`'s options, sharded into cells
+# the build options a table grid may set (the file, --cache and --shard are the sweep's; --plan & co. another route)
+TABLE_OPTIONS = ("task", "task_file", "llm", "backend", "api_base", "arms", "k", "n_val", "n_test", "record_test",
+                 "bertscore_rescale", "pool_size", "samples", "temperature", "max_new_tokens", "rewards", "scoring",
+                 "calibration", "reward", "seed", "data_dir")
+TABLE_REPEATED = ("task_file",)  # a repeatable flag: it varies only as a list of lists
 NOT_IN_GRID = ("out", "resume", "only", "k_sweep")  # the sweep sets the folder and the resume itself
 DONE = "sweep_done.json"
 CELL_CONFIG = "cell.yaml"
@@ -43,23 +55,35 @@ LAUNCHERS = ("local", "slurm")
 class Cell:
     name: str
     varying: dict  # the options this cell sets from the grid's lists
-    mapping: dict  # the cell's run options (GRID.yaml's, with its varying values), as a --config file holds them
+    mapping: dict  # the cell's options (GRID.yaml's, with its varying values): a run's --config, or a build's flags
     folder: Path
+    argv: list[str] = field(default_factory=list)  # the `python -m bench` command of the cell (run_cell adds --resume)
+    table: str | None = None  # a table cell: the name of the build it is a shard of (OUT/tables/NAME.npz)
+
+    def __post_init__(self):
+        if not self.argv:
+            self.argv = ["run", "--config", str(self.folder / CELL_CONFIG), "--out", str(self.folder)]
 
     @property
     def fingerprint(self) -> str:
         return hashlib.sha256(json.dumps(self.mapping, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
+    @property
+    def product(self) -> Path:
+        """What a finished cell leaves: a run's results, or a build's (shard of a) table."""
+        return self.folder / ("table.npz" if self.table is not None else "results.json")
+
     def state(self) -> str:
-        """done (finished with these options), partial (a run was started: it resumes) or new."""
+        """done (finished with these options), partial (a run or build was started: it resumes) or new."""
         done = self.folder / DONE
-        if done.is_file() and (self.folder / "results.json").is_file():
+        if done.is_file() and self.product.is_file():
             try:
                 if json.loads(done.read_text()).get("fingerprint") == self.fingerprint:
                     return "done"
             except ValueError:
                 pass
-        return "partial" if (self.folder / "config.json").is_file() else "new"
+        started = "cache.sqlite" if self.table is not None else "config.json"  # a build resumes from its answers
+        return "partial" if (self.folder / started).is_file() else "new"
 
 
 @dataclass
@@ -67,6 +91,7 @@ class Grid:
     cells: list[Cell]
     baseline: str | None
     axes: list[str] = field(default_factory=list)
+    shards: int = 0  # a grid of table builds: the shards of each (0: a grid of runs)
 
 
 def _many(name: str) -> bool:
@@ -75,32 +100,52 @@ def _many(name: str) -> bool:
     return bool(spec.metadata.get("many"))
 
 
-def read_grid(path: Path, out: Path) -> Grid:
-    """GRID.yaml -> its cells, every one checked as a run's options are (one line, exit 2, on a bad one)."""
-    from bench.yamlfile import read_mapping
-
-    data = dict(read_mapping(path, "sweep"))
-    where = f"sweep {path}"
-    known = {f.name for f in fields(RunOptions)} | {"param"}
-    baseline, name_format = data.pop("baseline", None), data.pop("name", None)
+def _axes(options: dict, where: str, check, repeatable) -> tuple[list[tuple[str, list]], dict]:
+    """A grid's options split into the varying ones (YAML lists; a repeatable option only as a list of lists), in
+    the file's order, and the fixed ones; `check(option, key, value)` refuses an option the grid may not set."""
     axes, fixed = [], {}
-    for key, value in data.items():
+    for key, value in options.items():
         option = str(key).replace("-", "_")
-        if option in NOT_IN_GRID:
-            raise ConfigError(f"{where}: '{key}' is set by the sweep (--out DIR, resumed cells), not by the grid")
-        if option not in known:
-            RunOptions.from_mapping({key: value}, where)  # the run's own message, naming every option
+        check(option, key, value)
         varies = isinstance(value, list) and option not in ("params", "param") and (
-            not _many(option) or (value and all(isinstance(v, list) for v in value)))
+            not repeatable(option) or (value and all(isinstance(v, list) for v in value)))
         if varies:
             if not value:
                 raise ConfigError(f"{where}: '{key}' lists no value")
             axes.append((option, value))
         else:
             fixed[option] = value
-    cells, seen = [], set()
+    return axes, fixed
+
+
+def _combinations(axes: list[tuple[str, list]]):
+    """Each cell's varying options: the product of the axes' values."""
     for combo in itertools.product(*(values for _, values in axes)) if axes else [()]:
-        varying = {name: value for (name, _), value in zip(axes, combo)}
+        yield {name: value for (name, _), value in zip(axes, combo)}
+
+
+def read_grid(path: Path, out: Path) -> Grid:
+    """GRID.yaml -> its cells, every one checked as a run's options are (one line, exit 2, on a bad one)."""
+    from bench.yamlfile import read_mapping
+
+    data = dict(read_mapping(path, "sweep"))
+    where = f"sweep {path}"
+    if TABLE_BUILD in data:
+        return _table_grid(data, out, where)
+    known = {f.name for f in fields(RunOptions)} | {"param"}
+    baseline, name_format = data.pop("baseline", None), data.pop("name", None)
+
+    def check(option, key, value):
+        if option in NOT_IN_GRID:
+            raise ConfigError(f"{where}: '{key}' is set by the sweep (--out DIR, resumed cells), not by the grid")
+        if option == "shards":
+            raise ConfigError(f"{where}: 'shards' splits a table build: it goes with '{TABLE_BUILD}'")
+        if option not in known:
+            RunOptions.from_mapping({key: value}, where)  # the run's own message, naming every option
+
+    axes, fixed = _axes(data, where, check, _many)
+    cells, seen = [], set()
+    for varying in _combinations(axes):
         mapping = {**fixed, **varying}
         options = RunOptions.from_mapping(mapping, f"{where}, cell {_label(varying)}")
         if options.methods is None:
@@ -116,6 +161,77 @@ def read_grid(path: Path, out: Path) -> Grid:
         raise ConfigError(f"{where}: baseline '{baseline}' is not among the grid's methods ({', '.join(methods)})")
     baseline = baseline or ("few-shot" if "few-shot" in methods else methods[0])
     return Grid(cells, baseline, [a for a, _ in axes])
+
+
+def _table_grid(data: dict, out: Path, where: str) -> Grid:
+    """A grid of reward-table builds: every combination of `table_build`'s lists is one table, built in `shards`
+    cells (`table build --shard i/N`, each with its own cache) that merge_tables joins into OUT/tables/NAME.npz."""
+    build, shards, name_format = data.pop(TABLE_BUILD), data.pop("shards", 1), data.pop("name", None)
+    if data:
+        raise ConfigError(f"{where}: a grid of table builds holds '{TABLE_BUILD}', 'shards' and 'name', not "
+                          f"{', '.join(map(str, data))}")
+    if not isinstance(build, dict) or not build:
+        raise ConfigError(f"{where}: '{TABLE_BUILD}' holds `bench table build`'s options (a mapping)")
+    if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
+        raise ConfigError(f"{where}: 'shards' wants a whole number >= 1, got {shards!r}")
+
+    def check(option, key, value):
+        if option not in TABLE_OPTIONS:
+            raise ConfigError(f"{where}: {TABLE_BUILD}: '{key}' is not an option a sharded build takes "
+                              f"(one of {', '.join(TABLE_OPTIONS)}; the file, --cache and --shard are the sweep's)")
+
+    axes, fixed = _axes(build, where, check, lambda option: option in TABLE_REPEATED)
+    cells, tables = [], set()
+    for varying in _combinations(axes):
+        mapping = {**fixed, **varying}
+        table = _folder_name(name_format, varying, where) if varying or name_format else "table"
+        if table in tables:
+            raise ConfigError(f"{where}: two tables are both named '{table}' (set 'name' to tell them apart)")
+        tables.add(table)
+        for index in range(shards):
+            name = f"{table}_shard={index}of{shards}"
+            folder = out / "cells" / name
+            argv = ["table", "build", str(folder / "table.npz"), "--cache", str(folder / "cache.sqlite"),
+                    "--no-progress", *build_flags(mapping)] + (["--shard", f"{index}/{shards}"] if shards > 1 else [])
+            cells.append(Cell(name, {**varying, "shard": index}, {**mapping, "shard": [index, shards]}, folder, argv,
+                              table))
+    return Grid(cells, None, [a for a, _ in axes] + ["shard"], shards)
+
+
+def build_flags(mapping: dict) -> list[str]:
+    """`table build`'s flags of a table grid's options: true a bare flag, a list a repeated one."""
+    flags = []
+    for option, value in mapping.items():
+        flag = "--" + option.replace("_", "-")
+        if isinstance(value, bool):
+            flags += [flag] if value else []
+        elif isinstance(value, list):
+            flags += [a for v in value for a in (flag, str(v))] if option in TABLE_REPEATED else [flag, _text(value)]
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+def merge_tables(grid: Grid, out: Path, status: dict[str, str]) -> dict[str, tuple[Path | None, str]]:
+    """Each table whose shards all finished, joined into OUT/tables/NAME.npz: name -> (path, its summary), or
+    (None, why not) where a shard did not finish."""
+    from bench.reward_table import RewardTable, join_shards
+
+    merged: dict[str, tuple[Path | None, str]] = {}
+    for table in dict.fromkeys(c.table for c in grid.cells):
+        shards = [c for c in grid.cells if c.table == table]
+        missing = [c.name for c in shards if status.get(c.name) not in ("done", "skipped")]
+        if missing:
+            merged[table] = (None, f"not merged: {len(missing)} of {len(shards)} shard(s) did not finish "
+                                   f"({', '.join(missing)})")
+            continue
+        parts = [RewardTable.load(c.product) for c in shards]
+        whole = join_shards(parts) if len(parts) > 1 else parts[0]
+        path = out / "tables" / f"{table}.npz"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        whole.save(path)
+        merged[table] = (path, whole.summary())
+    return merged
 
 
 def _text(value) -> str:
@@ -142,14 +258,15 @@ class CellFailed(RuntimeError):
     pass
 
 
-def run_cell(folder: str, fingerprint: str) -> str:
-    """Run (or resume) the cell in `folder` as `python -m bench run --config cell.yaml --out folder [--resume]`;
-    on success mark it done with its fingerprint. A submitit job: it raises when the run fails."""
+def run_cell(folder: str, fingerprint: str, argv: list[str]) -> str:
+    """Run (or resume) the cell in `folder` as `python -m bench ARGV`: a run (`run --config cell.yaml --out folder`,
+    with --resume once started) or a table build; on success mark it done with its fingerprint. A submitit job: it
+    raises when the command fails."""
     from bench.cli import main
 
     folder_path = Path(folder)
-    argv = ["run", "--config", str(folder_path / CELL_CONFIG), "--out", folder]
-    if (folder_path / "config.json").is_file():  # a run was started here: its items and answers are kept
+    argv = list(argv)
+    if argv[0] == "run" and (folder_path / "config.json").is_file():  # started here: its items and answers are kept
         argv.append("--resume")
     began = time.time()
     status = main(argv)
@@ -261,7 +378,9 @@ def launch(grid: Grid, out: Path, launcher: str, workers: int, slurm: SlurmSetti
         cell.folder.mkdir(parents=True, exist_ok=True)
         import yaml
 
-        (cell.folder / CELL_CONFIG).write_text(yaml.safe_dump(cell.mapping, sort_keys=False), encoding="utf-8")
+        if cell.table is None:  # a run's --config; a build's options are its command's flags
+            (cell.folder / CELL_CONFIG).write_text(yaml.safe_dump(cell.mapping, sort_keys=False), encoding="utf-8")
+        (cell.folder / "command.txt").write_text(shlex.join(["python", "-m", "bench", *cell.argv]) + "\n")
     workers = workers if launcher == "local" else slurm.array_parallelism
     progress = Progress(len(grid.cells), len(status), min(workers, max(1, len(todo))), stream)
     if not todo:
@@ -273,9 +392,10 @@ def launch(grid: Grid, out: Path, launcher: str, workers: int, slurm: SlurmSetti
 
     def submit(cells: list[Cell]) -> None:
         if launcher == "slurm":  # one job array
-            jobs = ex.map_array(run_cell, [str(c.folder) for c in cells], [c.fingerprint for c in cells])
+            jobs = ex.map_array(run_cell, [str(c.folder) for c in cells], [c.fingerprint for c in cells],
+                                [c.argv for c in cells])
         else:
-            jobs = [ex.submit(run_cell, str(c.folder), c.fingerprint) for c in cells]
+            jobs = [ex.submit(run_cell, str(c.folder), c.fingerprint, c.argv) for c in cells]
         for cell, job in zip(cells, jobs):
             running[cell.name] = (cell, job, time.time())
             print(f"[sweep] {cell.name}: job {job.job_id} ({cell.state()})", file=stream, flush=True)
@@ -353,6 +473,8 @@ def dry_run(grid: Grid, stream=None) -> str:
     from bench.plan import plan
     from bench.runner import Runner
 
+    if grid.shards:
+        return _dry_run_tables(grid)
     rows, total, unbounded = [], 0, False
     for cell in grid.cells:
         options = RunOptions.from_mapping({**cell.mapping, "out": str(cell.folder),
@@ -370,3 +492,23 @@ def dry_run(grid: Grid, stream=None) -> str:
     return (f"{len(grid.cells)} cells ({states.count('done')} done, {states.count('partial')} to resume, "
             f"{states.count('new')} new); planned LLM calls of a first run, cache hits ignored: {total:,}"
             + (" plus unbounded selections" if unbounded else "") + "\n\n" + table)
+
+
+def _dry_run_tables(grid: Grid) -> str:
+    """A table grid's cells: their state and the slice of the arms each records."""
+    from tabulate import tabulate
+
+    from bench.reward_table import shard_arms
+
+    rows = []
+    for cell in grid.cells:
+        arms = int(cell.mapping.get("arms", 100))  # `table build`'s default
+        index, count = cell.mapping["shard"]
+        lo, hi = shard_arms(arms, (index, count))
+        rows.append([cell.name, cell.state(), f"{lo}-{hi - 1} ({hi - lo})", shlex.join(["python", "-m", "bench",
+                                                                                          *cell.argv])])
+    states = [c.state() for c in grid.cells]
+    tables = len(dict.fromkeys(c.table for c in grid.cells))
+    return (f"{len(grid.cells)} cells: {tables} table(s) in {grid.shards} shard(s) each ({states.count('done')} done, "
+            f"{states.count('partial')} to resume, {states.count('new')} new)\n\n"
+            + tabulate(rows, headers=["cell", "state", "arms", "command"], tablefmt="github", disable_numparse=True))

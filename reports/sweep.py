@@ -107,3 +107,22 @@ def write_sweep_report(out: Path, folders: dict[str, tuple[Path, dict]], baselin
     (out / "sweep.json").write_text(json.dumps({"baseline": baseline, "cells": status, "tasks": rows}, indent=1,
                                                default=float) + "\n", encoding="utf-8")
     return out / "report.md"
+
+
+def write_table_report(out: Path, merged: dict[str, tuple[Path | None, str]], status: dict[str, str]) -> Path:
+    """report.md of a sweep of table builds: each joined table's path and summary, or why it was not joined."""
+    failed = sorted(name for name, s in status.items() if s == "failed")
+    lines = ["# Sweep report: reward tables", "",
+             f"{len(status)} shard cells: {sum(s in ('done', 'skipped') for s in status.values())} finished, "
+             f"{len(failed)} failed{': ' + ', '.join(failed) if failed else ''}. Each shard is a `table build "
+             "--shard i/N` under `cells/` with its own cache; a table's shards, once all finished, are joined into "
+             "`tables/NAME.npz`, the table an unsharded build records.", ""]
+    for table, (path, text) in merged.items():
+        lines += [f"## {table}", "", f"`{path.relative_to(out)}`" if path else text, ""]
+        if path:
+            lines += ["```", text, "```", ""]
+    (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
+    (out / "sweep.json").write_text(json.dumps({"cells": status, "tables": {t: str(p) if p else None
+                                                                            for t, (p, _) in merged.items()}},
+                                               indent=1) + "\n", encoding="utf-8")
+    return out / "report.md"

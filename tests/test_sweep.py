@@ -4,6 +4,7 @@ cut, a failed cell reported with its log while the others finish, one merged rep
 the embedded model and checks a sweep's records against the same cells run one by one."""
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -39,9 +40,16 @@ class Answers:
                 time.sleep(outer.delay)
                 outer.prompts.append(body.get("prompt"))
                 word = ["alpha", "bravo"][len(str(body.get("prompt"))) % 2]  # depends on the prompt alone
+                text, logprobs = " " + word, None
+                if body.get("echo"):  # the prompt's tokens (words) back with log-probabilities, as vLLM's echo
+                    text = str(body["prompt"]) + text
+                    words = [(m.start(), m.group()) for m in re.finditer(r"\s*\S+", text)]
+                    logprobs = {"tokens": [w for _, w in words], "text_offset": [o for o, _ in words],
+                                "token_logprobs": [None] + [-0.1 * (len(w) % 7) - 0.05 for _, w in words[1:]],
+                                "top_logprobs": None}
                 data = json.dumps({"id": "x", "object": "text_completion", "created": 0, "model": "m",
-                                   "choices": [{"index": 0, "text": " " + word, "finish_reason": "stop",
-                                                "logprobs": None}],
+                                   "choices": [{"index": 0, "text": text, "finish_reason": "stop",
+                                                "logprobs": logprobs}],
                                    "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -203,6 +211,55 @@ def test_a_killed_sweep_resumes_without_repeating_a_finished_cell_or_an_answered
             assert len(records(cell)) == 12
     finally:
         slow.close()
+
+
+# ---- a sweep fans out a table build ------------------------------------------------------------------------------------
+def table_grid(tmp_path: Path, url: str, shards=3, **over) -> Path:
+    build = {"task": "rules", "llm": "m", "backend": "openai", "api_base": url, "arms": 5, "k": 2, "n_val": 4,
+             "n_test": 4, "pool_size": 40, "rewards": "loglik", **over}
+    path = tmp_path / "tables.yaml"
+    path.write_text(yaml.safe_dump({"table_build": build, "shards": shards}, sort_keys=False))
+    return path
+
+
+def test_a_sweep_fans_out_a_table_build_into_shards_joined_into_the_unsharded_builds_table(tmp_path, server):
+    import numpy as np
+
+    grid, out = table_grid(tmp_path, server.url), tmp_path / "out"
+    dry = bench("sweep", str(grid), "--out", str(out), "--dry-run")
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    assert "3 cells: 1 table(s) in 3 shard(s) each (0 done, 0 to resume, 3 new)" in dry.stdout
+    assert re.search(r"\| table_shard=1of3 +\| new +\| 2-2 \(1\) +\|.*--shard 1/3", dry.stdout), dry.stdout
+    proc = bench("sweep", str(grid), "--out", str(out), "--workers", "2", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "[sweep] 3/3 done, 0 running, 0 failed, 0 queued" in proc.stderr
+    assert (out / "tables" / "table.npz").is_file() and "`tables/table.npz`" in (out / "report.md").read_text()
+    whole = bench("table", "build", str(tmp_path / "whole.npz"), "--task", "rules", "--llm", "m", "--backend",
+                  "openai", "--api-base", server.url, "--arms", "5", "--k", "2", "--n-val", "4", "--n-test", "4",
+                  "--pool-size", "40", "--rewards", "loglik", "--no-progress")
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    with np.load(tmp_path / "whole.npz") as a, np.load(out / "tables" / "table.npz") as b:
+        assert sorted(a.files) == sorted(b.files)
+        for name in ("rewards", "metric", "loglik", "item_ids", "split", "arm_demo_ids"):
+            assert a[name].dtype == b[name].dtype and a[name].tobytes() == b[name].tobytes(), name
+        assert np.isfinite(b["loglik"]).all()  # the server's log-likelihoods, recorded
+    # a cell is the command it says; rerun: every shard is skipped, no call made, the table joined again
+    assert "--shard 2/3" in (out / "cells" / "table_shard=2of3" / "command.txt").read_text()
+    asked = len(server.prompts)
+    again = bench("sweep", str(grid), "--out", str(out), "--workers", "2")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "(3 finished before)" in again.stderr and len(server.prompts) == asked
+
+
+@pytest.mark.parametrize("over, message", [
+    ({"methods": "knn"}, "'methods' is not an option a sharded build takes"),
+    ({"shards": 9}, "9 shards of 5 arms"),
+    ({"shards": 0}, "'shards' wants a whole number >= 1"),
+    ({"cache": "x.sqlite"}, "the file, --cache and --shard are the sweep's")])
+def test_a_bad_table_grid_is_one_line_exit_2(tmp_path, over, message):
+    shards = over.pop("shards", 3)
+    grid = table_grid(tmp_path, "http://127.0.0.1:9/v1", shards=shards, **over)
+    assert_one_line_error(bench("sweep", str(grid), "--out", str(tmp_path / "out")), message)
 
 
 # ---- caches that travel ----------------------------------------------------------------------------------------------

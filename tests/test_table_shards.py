@@ -37,6 +37,7 @@ def test_four_shards_joined_are_the_unsharded_builds_arrays_byte_for_byte(settin
         part.save(tmp_path / f"s{i}.npz")
         paths.append(tmp_path / f"s{i}.npz")
     assert [len(RewardTable.load(p).rewards) for p in paths] == [2, 2, 1, 2]
+    assert "too few arms to test whether they differ" in RewardTable.load(paths[2]).summary()  # `build` prints it
     code = main(["table", "merge", str(paths[2]), *[a for p in (paths[0], paths[3], paths[1]) for a in ("--merge", str(p))],
                  "--out", str(tmp_path / "joined.npz")])  # in any order
     assert code == 0
