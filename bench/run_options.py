@@ -157,7 +157,9 @@ class RunOptions:
             "parameters and selector code) instead of fitting it", parse=Path, many="+", metavar="RUN")
     backend: str | None = option(None, "override the alias's backend", choices=BACKENDS)
     api_base: str | None = option(None, "OpenAI-compatible server URL, e.g. http://localhost:8000/v1")
-    openai_api: str | None = option(None, "which OpenAI endpoint to call", choices=("completions", "chat"))
+    openai_api: str | None = option(None, "which OpenAI endpoint to call (sglang: its completions for generations, "
+                                    "its native /generate from the continuation on for log-likelihoods, so the "
+                                    "radix cache serves the prefix)", choices=("completions", "chat", "sglang"))
     chat_template: str = option(
         "auto", "put each prompt in the model's chat template as the user turn (auto: when it has one)",
         choices=("auto", "on", "off"))

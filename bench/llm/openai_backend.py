@@ -1,4 +1,10 @@
-"""Any OpenAI-compatible server: the OpenAI API, vLLM, ollama, llama.cpp's server."""
+"""Any OpenAI-compatible server: the OpenAI API, vLLM, ollama, llama.cpp's server, SGLang.
+
+`api="sglang"` generates through SGLang's OpenAI-compatible completions and scores log-likelihoods through its
+native `/generate` with `logprob_start_len`: SGLang's completions endpoint computes prompt log-probabilities from
+the first token (`logprob_start_len` 0 when echo and logprobs are asked), which keeps its radix cache from serving
+the shared demonstrations; starting the scored span at the continuation lets it reuse them.
+"""
 from __future__ import annotations
 
 import os
@@ -8,6 +14,9 @@ from typing import Sequence
 from bench.errors import LLMError
 from bench.llm.base import Backend, GenerationParams, RawGeneration, RawLoglik
 from bench.reasoning import cut_at_stop
+
+
+OPENAI_APIS = ("completions", "chat", "sglang")
 
 
 class OpenAIBackend(Backend):
@@ -27,8 +36,8 @@ class OpenAIBackend(Backend):
                  reasoning: bool = False):
         from openai import OpenAI
 
-        if api not in ("completions", "chat"):
-            raise LLMError(f"unknown OpenAI api '{api}' (completions or chat)")
+        if api not in OPENAI_APIS:
+            raise LLMError(f"unknown OpenAI api '{api}' ({', '.join(OPENAI_APIS)})")
         self.model = model
         self.api = api
         self.api_base = api_base or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
@@ -91,7 +100,39 @@ class OpenAIBackend(Backend):
     def loglik(self, contexts: Sequence[str], continuations: Sequence[str]) -> list[RawLoglik]:
         if self.api == "chat":
             raise LLMError(f"{self.model}: log-likelihoods need the completions API (echo + logprobs)")
-        return list(self.pool.map(lambda a: self._score(*a), zip(contexts, continuations)))
+        score = self._score_native if self.api == "sglang" else self._score
+        return list(self.pool.map(lambda a: score(*a), zip(contexts, continuations)))
+
+    def _post(self, path: str, body: dict):
+        """A JSON POST to one of SGLang's own endpoints (a path under the base URL, or a whole URL), through the
+        SDK's client: its authentication, timeout and retries."""
+        return self._with_retries(lambda: self.client.post(path, body=body, cast_to=object))
+
+    def _tokens(self, text: str) -> list[int]:
+        got = self._post("/tokenize", {"model": self.model, "prompt": text})
+        ids = got.get("tokens") if isinstance(got, dict) else None
+        if not isinstance(ids, list):
+            raise LLMError(f"server {self.api_base}/tokenize returned no token ids (not SGLang?)")
+        return [int(i) for i in ids]
+
+    def _score_native(self, context: str, continuation: str) -> RawLoglik:
+        """SGLang: the whole text's tokens, scored from the first token that is not the context's own (the one
+        straddling the boundary counts for the continuation, as on the echo path), so the radix cache can serve
+        everything before it."""
+        context_ids, ids = self._tokens(context), self._tokens(context + continuation)
+        start = next((i for i, (a, b) in enumerate(zip(context_ids, ids)) if a != b), min(len(context_ids), len(ids)))
+        if start >= len(ids):
+            raise LLMError(f"loglik: continuation {continuation[:40]!r} adds no token to the context")
+        root = self.api_base.removesuffix("/").removesuffix("/v1")  # the native API is beside /v1
+        got = self._post(f"{root}/generate", {"input_ids": ids, "return_logprob": True, "logprob_start_len": start,
+                                              "sampling_params": {"max_new_tokens": 1, "temperature": 0.0}})
+        scored = (got.get("meta_info") or {}).get("input_token_logprobs") if isinstance(got, dict) else None
+        if not scored:
+            raise LLMError(f"server {root}/generate returned no input_token_logprobs (return_logprob unsupported?)")
+        values = [entry[0] for entry in scored[: len(ids) - start] if entry and entry[0] is not None]
+        if not values:
+            raise LLMError(f"loglik: continuation {continuation[:40]!r} has no scored tokens in the server's answer")
+        return RawLoglik(logprob=float(sum(values)), n_tokens=len(values), prompt_tokens=len(ids))
 
     def _score(self, context: str, continuation: str) -> RawLoglik:
         # echo=True returns the prompt's tokens with logprobs (OpenAI legacy, vLLM, llama.cpp's server);
