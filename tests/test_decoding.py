@@ -117,8 +117,10 @@ def test_a_step_reads_nothing_back_from_the_device(model):
 
 @pytest.mark.parametrize("kernel", ["sdpa", "eager"])
 def test_unpadded_batches_and_eager_attention_decode_as_one_call_at_a_time(model, kernel):
+    if kernel == "eager" and model.alias != "gemma3-270m":  # eager's masks on sliding and full layers: Gemma's
+        pytest.skip("eager decoding is checked on Gemma 3 (sliding and full layers); SmolLM2's sdpa row stays")
     backend = model if kernel == "sdpa" else _embedded(model.alias, attention="eager")
-    params = GenerationParams(max_new_tokens=20, temperature=0.0, stop=("Question:",))
+    params = GenerationParams(max_new_tokens=12, temperature=0.0, stop=("Question:",))
     for suffixes in (["Question: What is 2 plus 2?\nAnswer:", "Question: What is 3 plus 3?\nAnswer:"],
                      ["Question: What is 2 plus 2?\nAnswer:", "Question: What is the sum of 17 and 25?\nAnswer:"]):
         backend.forget_prefix()
