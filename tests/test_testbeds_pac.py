@@ -297,3 +297,48 @@ def test_pac_lucb_pp_split_certifies_on_its_one_sided_event_without_the_network(
     assert res.pulls <= runs["uniform"][1].pulls
     with pytest.raises(ConfigError, match="split must be uniform or lucb"):
         PacConfig(split="lucb++", stop="model")
+
+
+class CountingEnvironment:
+    """An environment's pulls counted, passed through."""
+
+    def __init__(self, env):
+        self.env, self.calls = env, 0
+
+    def __getattr__(self, name):
+        return getattr(self.env, name)
+
+    def pull(self, arm):
+        self.calls += 1
+        return self.env.pull(arm)
+
+
+class RefreshLog(LyingSurrogate):
+    """A fixed network that records the pull count at each retraining (`update`)."""
+
+    def __init__(self, means, pac_ref: list):
+        super().__init__(means, 0.0)
+        self.pac_ref, self.at = pac_ref, []
+
+    def update(self):
+        self.at.append(self.pac_ref[0].pulls)
+
+
+def test_pac_counts_every_pull_and_retrains_the_network_on_its_cadence(world):
+    """res.pulls is the environment's count of pulls; the network retrains once `refresh_every` pulls (10 here; 10%
+    of the pulls so far once that is more) have come since the last time, never sooner; the per-pull noise bound
+    before repeat pulls is 1 / (2 sqrt(queries a pull))."""
+    inst, truth, estimate, settings = lying_network_case(world, 0)
+    env = CountingEnvironment(TableEnvironment(inst.p, 0.1, np.random.default_rng(0)))
+    ref: list = []
+    network = RefreshLog(estimate, ref)
+    pac = CertifiedTopM(env, network, PacConfig(**{**settings, "epsilon": 0.0}, max_pulls=70))
+    ref.append(pac)
+    fresh = CertifiedTopM(TableEnvironment(inst.p, 0.1, np.random.default_rng(0)), LyingSurrogate(estimate, 0.0),
+                          PacConfig(**settings))
+    fresh._pull(0)
+    assert fresh.n_queries == inst.p.shape[1] and fresh._sigma() == pytest.approx(0.5 / np.sqrt(inst.p.shape[1]))
+    res = pac.run()
+    assert res.stopped_by == "max_pulls" and res.pulls == env.calls == 70
+    gaps = np.diff(network.at[:-1])  # the last retraining is the one after the loop ends
+    assert len(gaps) >= 4 and all(10 <= g <= 11 for g in gaps), network.at
