@@ -162,12 +162,12 @@ def scripted_server(respond, bodies: list | None = None) -> Iterator[tuple[str, 
 
 
 @contextlib.contextmanager
-def transformers_openai_server(backend, native: list | None = None) -> Iterator[str]:
+def transformers_openai_server(backend, native: list | None = None, older_sglang: bool = False) -> Iterator[str]:
     """An OpenAI-compatible server in this process over a transformers backend (bench.llm.hf): /v1/models,
     /v1/completions (echo + logprobs for log-likelihoods) and /v1/chat/completions, on a loopback port, and
     SGLang's own /v1/tokenize and /generate (return_logprob from logprob_start_len on, as SGLang's source answers
-    them; each request's body is appended to `native`). It needs no compiler, unlike llama-cpp-python's server; it
-    yields the base URL (…/v1)."""
+    them; each request's body is appended to `native`; `older_sglang`: the list as versions before 2025 laid it out).
+    It needs no compiler, unlike llama-cpp-python's server; it yields the base URL (…/v1)."""
     import torch
 
     from bench.llm.base import GenerationParams
@@ -191,9 +191,12 @@ def transformers_openai_server(backend, native: list | None = None) -> Iterator[
         ids, start = req["input_ids"], int(req.get("logprob_start_len", -1))
         with torch.inference_mode():
             logprobs = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), dim=-1)
-        # input_token_logprobs: [logprob, token id, text] for the input from logprob_start_len on (None at 0)
-        scored = [[None if i == 0 else float(logprobs[i - 1, ids[i]]), ids[i], None]
+        # input_token_logprobs: [logprob, token id, text] for the input from logprob_start_len on, the first None
+        # (SGLang's scheduler: [None] + the values the positions from logprob_start_len on predict, less the last)
+        scored = [[None if i == start else float(logprobs[i - 1, ids[i]]), ids[i], None]
                   for i in range(max(start, 0), len(ids))] if req.get("return_logprob") and start >= 0 else []
+        if older_sglang and start > 0:  # older schedulers: from the token after logprob_start_len, no None first
+            scored = scored[1:]
         nxt = int(logprobs[-1].argmax())
         return {"text": tok.decode([nxt]), "meta_info": {"prompt_tokens": len(ids), "completion_tokens": 1,
                                                          "input_token_logprobs": scored}}

