@@ -104,8 +104,8 @@ def _one_batch(model, config, device, rows: int, prompt_tokens: int, steps: int,
         cache = model(ids[:, :-1], use_cache=True, logits_to_keep=1).past_key_values
     _sync(device)
     prefill_s = time.perf_counter() - began
-    _reserve(cache, prompt_tokens + steps)
     warm = 2  # the first steps pay one-time costs (kernel choice, allocator growth)
+    _reserve(cache, prompt_tokens - 1 + warm + steps)  # the prefill's columns and every step's: no copy mid-decode
     stats = DecodeStats()
     _sync(device)
     began = time.perf_counter()
@@ -113,7 +113,7 @@ def _one_batch(model, config, device, rows: int, prompt_tokens: int, steps: int,
            stats=stats)
     _sync(device)
     total = time.perf_counter() - began
-    # the warm-up steps are timed apart: a second, short decode would need another prefill
+    # the mean over the warm-up steps too: timing them apart would need a second prefill (their share is 2 of N)
     step_s = total / (warm + steps)
     kv_read = _kv_bytes_per_step(config, model.dtype, rows, prompt_tokens + (warm + steps) // 2)
     roofline_s = (weight_bytes + kv_read) / bandwidth
@@ -220,7 +220,8 @@ def render(result: dict) -> str:
             f"random weights, {result['dtype']}) on {result['device']}; bandwidth measured "
             f"{result['bandwidth_measured_bytes_per_s'] / gb:.0f} GB/s"
             + (f", peak {result['bandwidth_peak_bytes_per_s'] / gb:.0f} GB/s" if result["bandwidth_peak_bytes_per_s"]
-               else "") + f"; prompts of {result['prompt_tokens']} tokens, {result['steps']} timed steps")
+               else "") + f"; prompts of {result['prompt_tokens']} tokens, ms per step the mean of {result['steps']} + 2 "
+               "warm-up decoding steps")
     rows = []
     for b in result["batches"]:
         if "error" in b:

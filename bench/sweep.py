@@ -29,6 +29,7 @@ import json
 import math
 import re
 import shlex
+import shutil
 import signal
 import sys
 import time
@@ -47,6 +48,7 @@ TABLE_OPTIONS = ("task", "task_file", "llm", "backend", "api_base", "arms", "k",
 TABLE_REPEATED = ("task_file",)  # a repeatable flag: it varies only as a list of lists
 NOT_IN_GRID = ("out", "resume", "only", "k_sweep")  # the sweep sets the folder and the resume itself
 DONE = "sweep_done.json"
+BEGAN = "sweep_fingerprint"  # the fingerprint of the options a cell was started with
 CELL_CONFIG = "cell.yaml"
 LAUNCHERS = ("local", "slurm")
 
@@ -74,7 +76,11 @@ class Cell:
         return self.folder / ("table.npz" if self.table is not None else "results.json")
 
     def state(self) -> str:
-        """done (finished with these options), partial (a run or build was started: it resumes) or new."""
+        """done (finished with these options), changed (started or finished with other options: set aside and run
+        afresh), partial (a run or build was started: it resumes) or new."""
+        began = self.folder / BEGAN
+        if began.is_file() and began.read_text().strip() != self.fingerprint:
+            return "changed"
         done = self.folder / DONE
         if done.is_file() and self.product.is_file():
             try:
@@ -176,6 +182,8 @@ def _table_grid(data: dict, out: Path, where: str) -> Grid:
         raise ConfigError(f"{where}: 'shards' wants a whole number >= 1, got {shards!r}")
 
     def check(option, key, value):
+        if value is None or (isinstance(value, list) and any(v is None for v in value)):
+            raise ConfigError(f"{where}: {TABLE_BUILD}: '{key}' has no value (leave it out for the build's default)")
         if option not in TABLE_OPTIONS:
             raise ConfigError(f"{where}: {TABLE_BUILD}: '{key}' is not an option a sharded build takes "
                               f"(one of {', '.join(TABLE_OPTIONS)}; the file, --cache and --shard are the sweep's)")
@@ -222,6 +230,7 @@ def merge_tables(grid: Grid, out: Path, status: dict[str, str]) -> dict[str, tup
         shards = [c for c in grid.cells if c.table == table]
         missing = [c.name for c in shards if status.get(c.name) not in ("done", "skipped")]
         if missing:
+            (out / "tables" / f"{table}.npz").unlink(missing_ok=True)  # an earlier grid's table is not this one's
             merged[table] = (None, f"not merged: {len(missing)} of {len(shards)} shard(s) did not finish "
                                    f"({', '.join(missing)})")
             continue
@@ -309,6 +318,10 @@ def executor(launcher: str, logs: Path, slurm: SlurmSettings, timeout_min: int):
         params["mem_gb"] = slurm.mem_gb
     if slurm.extra:
         params["slurm_additional_parameters"] = slurm.extra
+    # the embedding cache is SQLite in WAL mode, unsafe over a network filesystem (a shared home): each node keeps its
+    # own under its local temporary folder, unless the submitting environment names one
+    params["slurm_setup"] = ['export BENCH_EMBEDDING_CACHE="${BENCH_EMBEDDING_CACHE:-${TMPDIR:-/tmp}/icl-bench-'
+                             '$USER/embeddings.sqlite}"']
     ex.update_parameters(**params)
     return ex
 
@@ -375,7 +388,14 @@ def launch(grid: Grid, out: Path, launcher: str, workers: int, slurm: SlurmSetti
     todo = [c for c in grid.cells if c.state() != "done"]
     status = {c.name: "skipped" for c in grid.cells if c not in todo}
     for cell in todo:
+        if cell.state() == "changed":  # the grid was edited: the old run stays, beside, and this one starts afresh
+            aside = cell.folder.with_name(f"{cell.folder.name}.replaced-{(cell.folder / BEGAN).read_text().strip()}")
+            shutil.rmtree(aside, ignore_errors=True)
+            cell.folder.rename(aside)
+            print(f"[sweep] {cell.name}: its options changed; the earlier cell is now {aside.name}", file=stream,
+                  flush=True)
         cell.folder.mkdir(parents=True, exist_ok=True)
+        (cell.folder / BEGAN).write_text(cell.fingerprint + "\n")
         import yaml
 
         if cell.table is None:  # a run's --config; a build's options are its command's flags
@@ -478,7 +498,7 @@ def dry_run(grid: Grid, stream=None) -> str:
     rows, total, unbounded = [], 0, False
     for cell in grid.cells:
         options = RunOptions.from_mapping({**cell.mapping, "out": str(cell.folder),
-                                           "resume": cell.state() != "new"}, f"cell {cell.name}")
+                                           "resume": cell.state() in ("partial", "done")}, f"cell {cell.name}")
         planned = plan(Runner(run_config(options)))
         selection = [r.selection_calls for r in planned]
         inference = sum(r.inference_calls for r in planned)
@@ -490,7 +510,7 @@ def dry_run(grid: Grid, stream=None) -> str:
                      disable_numparse=True)
     states = [c.state() for c in grid.cells]
     return (f"{len(grid.cells)} cells ({states.count('done')} done, {states.count('partial')} to resume, "
-            f"{states.count('new')} new); planned LLM calls of a first run, cache hits ignored: {total:,}"
+            f"{states.count('changed')} changed, {states.count('new')} new); planned LLM calls of a first run, cache hits ignored: {total:,}"
             + (" plus unbounded selections" if unbounded else "") + "\n\n" + table)
 
 
@@ -510,5 +530,5 @@ def _dry_run_tables(grid: Grid) -> str:
     states = [c.state() for c in grid.cells]
     tables = len(dict.fromkeys(c.table for c in grid.cells))
     return (f"{len(grid.cells)} cells: {tables} table(s) in {grid.shards} shard(s) each ({states.count('done')} done, "
-            f"{states.count('partial')} to resume, {states.count('new')} new)\n\n"
+            f"{states.count('partial')} to resume, {states.count('changed')} changed, {states.count('new')} new)\n\n"
             + tabulate(rows, headers=["cell", "state", "arms", "command"], tablefmt="github", disable_numparse=True))

@@ -135,7 +135,7 @@ def test_a_bad_grid_is_one_line_exit_2_before_any_cell_runs(tmp_path, text, mess
 def test_dry_run_prints_the_cells_and_their_calls_and_runs_none(tmp_path, server):
     proc = bench("sweep", str(grid_file(tmp_path, server.url)), "--out", str(tmp_path / "out"), "--dry-run")
     assert proc.returncode == 0, proc.stderr
-    assert "4 cells (0 done, 0 to resume, 4 new)" in proc.stdout and "methods=few-shot_seed=1" in proc.stdout
+    assert "4 cells (0 done, 0 to resume, 0 changed, 4 new)" in proc.stdout and "methods=few-shot_seed=1" in proc.stdout
     assert "planned LLM calls of a first run, cache hits ignored: 24" in proc.stdout
     assert not server.prompts and not (tmp_path / "out" / "cells").exists()
 
@@ -166,6 +166,21 @@ def test_a_local_sweep_runs_each_cell_as_its_run_and_skips_it_once_finished(tmp_
     assert again.returncode == 0, again.stderr[-2000:]
     assert "[sweep] 4/4 done (4 finished before), 0 running, 0 failed, 0 queued" in again.stderr
     assert len(server.prompts) == asked and before == {c.name: (c / "records.jsonl").read_bytes() for c in cells}
+
+
+def test_an_edited_cell_runs_afresh_its_earlier_run_set_aside(tmp_path, server):
+    """A cell whose options changed since it ran (n_test here) is not resumed against its old settings: its folder
+    is set aside and the cell runs again."""
+    out = tmp_path / "out"
+    first = bench("sweep", str(grid_file(tmp_path, server.url, methods="zero-shot", seed=[0, 1])), "--out", str(out))
+    assert first.returncode == 0, first.stderr[-2000:]
+    edited = grid_file(tmp_path, server.url, methods="zero-shot", seed=[0, 1], n_test=4)  # the same cells, n_test 6 before
+    again = bench("sweep", str(edited), "--out", str(out))
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stderr.count("its options changed") == 2
+    cells = out / "cells"
+    assert {p.name.split(".replaced-")[0] for p in cells.iterdir() if ".replaced-" in p.name} == {"seed=0", "seed=1"}
+    assert all(len(records(cells / f"seed={s}")) == 4 for s in (0, 1))
 
 
 def test_a_failed_cell_is_reported_with_its_logs_last_lines_and_the_others_finish(tmp_path, server):
@@ -228,7 +243,7 @@ def test_a_sweep_fans_out_a_table_build_into_shards_joined_into_the_unsharded_bu
     grid, out = table_grid(tmp_path, server.url), tmp_path / "out"
     dry = bench("sweep", str(grid), "--out", str(out), "--dry-run")
     assert dry.returncode == 0, dry.stderr[-2000:]
-    assert "3 cells: 1 table(s) in 3 shard(s) each (0 done, 0 to resume, 3 new)" in dry.stdout
+    assert "3 cells: 1 table(s) in 3 shard(s) each (0 done, 0 to resume, 0 changed, 3 new)" in dry.stdout
     assert re.search(r"\| table_shard=1of3 +\| new +\| 2-2 \(1\) +\|.*--shard 1/3", dry.stdout), dry.stdout
     proc = bench("sweep", str(grid), "--out", str(out), "--workers", "2", timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -249,10 +264,17 @@ def test_a_sweep_fans_out_a_table_build_into_shards_joined_into_the_unsharded_bu
     again = bench("sweep", str(grid), "--out", str(out), "--workers", "2")
     assert again.returncode == 0, again.stderr[-2000:]
     assert "(3 finished before)" in again.stderr and len(server.prompts) == asked
+    # a shard that fails takes its table's earlier join away: the report says why, no stale table stays
+    table_grid(tmp_path, "http://127.0.0.1:9/v1", k=3)  # another build (k) at a closed port: every shard fails
+    failed = bench("sweep", str(grid), "--out", str(out), "--workers", "2", timeout=300)
+    assert failed.returncode == 1 and "its options changed" in failed.stderr
+    assert not (out / "tables" / "table.npz").exists() and "not merged: 3 of 3 shard(s)" in (out / "report.md").read_text()
+    assert any(p.name.startswith("table_shard=0of3.replaced-") for p in (out / "cells").iterdir())
 
 
 @pytest.mark.parametrize("over, message", [
     ({"methods": "knn"}, "'methods' is not an option a sharded build takes"),
+    ({"pool_size": None}, "'pool_size' has no value"),
     ({"shards": 9}, "9 shards of 5 arms"),
     ({"shards": 0}, "'shards' wants a whole number >= 1"),
     ({"cache": "x.sqlite"}, "the file, --cache and --shard are the sweep's")])
@@ -326,3 +348,20 @@ def test_a_sweep_of_the_embedded_model_gives_the_records_of_its_cells_run_one_by
         one = bench("run", "--config", str(cell / "cell.yaml"), "--out", str(alone), timeout=600)
         assert one.returncode == 0, one.stderr[-2000:]
         assert records(alone) == records(cell), cell.name
+
+
+def test_slurm_jobs_keep_the_embedding_cache_on_their_nodes_own_disk(tmp_path):
+    """The embedding cache is SQLite in WAL mode, unsafe over a network filesystem: a Slurm job's script points it at
+    the node's temporary folder unless the submitting environment names one; the script really sets it so."""
+    from bench.sweep import SlurmSettings, executor
+
+    ex = executor("slurm", tmp_path, SlurmSettings(), 60)
+    script = ex._executor._make_submission_file_text("true", "x")
+    setup = script.split("# setup\n", 1)[1].split("\n\n", 1)[0]
+    show = 'echo "$BENCH_EMBEDDING_CACHE"'
+    env = {"PATH": os.environ["PATH"], "USER": "u", "TMPDIR": "/scratch"}
+    assert subprocess.run(["bash", "-c", f"{setup}\n{show}"], env=env, capture_output=True, text=True
+                          ).stdout.strip() == "/scratch/icl-bench-u/embeddings.sqlite"
+    mine = {**env, "BENCH_EMBEDDING_CACHE": "/mine.sqlite"}
+    assert subprocess.run(["bash", "-c", f"{setup}\n{show}"], env=mine, capture_output=True, text=True
+                          ).stdout.strip() == "/mine.sqlite"
