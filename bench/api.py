@@ -19,7 +19,7 @@ def evaluate(methods, tasks=None, llm="gemma3-270m", progress: bool = True, **op
     progress: True (default) shows each phase's progress: a bar in a notebook or on a terminal, else a log line
     every 10 s; where the caller configured no logging, the phase lines go to stderr for the run's duration.
     """
-    from bench.cli import run_config
+    from bench.configure import run_config
     from bench.distributed import init
     from bench.log import console_log
     from bench.llm.registry import ALIASES

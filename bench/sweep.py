@@ -33,6 +33,7 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -267,18 +268,16 @@ class CellFailed(RuntimeError):
     pass
 
 
-def run_cell(folder: str, fingerprint: str, argv: list[str]) -> str:
-    """Run (or resume) the cell in `folder` as `python -m bench ARGV`: a run (`run --config cell.yaml --out folder`,
-    with --resume once started) or a table build; on success mark it done with its fingerprint. A submitit job: it
-    raises when the command fails."""
-    from bench.cli import main
-
+def run_cell(command: Callable[[list[str]], int], folder: str, fingerprint: str, argv: list[str]) -> str:
+    """Run (or resume) the cell in `folder` as `python -m bench ARGV` (`command`: the CLI's entry, handed down by it):
+    a run (`run --config cell.yaml --out folder`, with --resume once started) or a table build; on success mark it
+    done with its fingerprint. A submitit job: it raises when the command fails."""
     folder_path = Path(folder)
     argv = list(argv)
     if argv[0] == "run" and (folder_path / "config.json").is_file():  # started here: its items and answers are kept
         argv.append("--resume")
     began = time.time()
-    status = main(argv)
+    status = command(argv)
     if status != 0:
         raise CellFailed(f"`python -m bench {' '.join(argv)}` exited with {status}")
     (folder_path / DONE).write_text(json.dumps({"fingerprint": fingerprint, "seconds": round(time.time() - began, 1)})
@@ -381,9 +380,11 @@ def log_tail(job, lines: int = 12) -> str:
     return "(no log)"
 
 
-def launch(grid: Grid, out: Path, launcher: str, workers: int, slurm: SlurmSettings, timeout_min: int = 24 * 60,
-           poll_s: float = 1.0, stream=None) -> dict[str, str]:
-    """Run every cell that is not done; returns cell name -> done | failed | skipped."""
+def launch(grid: Grid, out: Path, launcher: str, workers: int, slurm: SlurmSettings,
+           command: Callable[[list[str]], int], timeout_min: int = 24 * 60, poll_s: float = 1.0,
+           stream=None) -> dict[str, str]:
+    """Run every cell that is not done, each as `command(cell.argv)` (the CLI's main); returns cell name -> done |
+    failed | skipped."""
     stream = stream or sys.stderr
     todo = [c for c in grid.cells if c.state() != "done"]
     status = {c.name: "skipped" for c in grid.cells if c not in todo}
@@ -412,10 +413,10 @@ def launch(grid: Grid, out: Path, launcher: str, workers: int, slurm: SlurmSetti
 
     def submit(cells: list[Cell]) -> None:
         if launcher == "slurm":  # one job array
-            jobs = ex.map_array(run_cell, [str(c.folder) for c in cells], [c.fingerprint for c in cells],
-                                [c.argv for c in cells])
+            jobs = ex.map_array(run_cell, [command] * len(cells), [str(c.folder) for c in cells],
+                                [c.fingerprint for c in cells], [c.argv for c in cells])
         else:
-            jobs = [ex.submit(run_cell, str(c.folder), c.fingerprint, c.argv) for c in cells]
+            jobs = [ex.submit(run_cell, command, str(c.folder), c.fingerprint, c.argv) for c in cells]
         for cell, job in zip(cells, jobs):
             running[cell.name] = (cell, job, time.time())
             print(f"[sweep] {cell.name}: job {job.job_id} ({cell.state()})", file=stream, flush=True)
@@ -489,7 +490,7 @@ def dry_run(grid: Grid, stream=None) -> str:
     """The cells, their state and their planned LLM calls (bench/plan.py, no model loaded)."""
     from tabulate import tabulate
 
-    from bench.cli import run_config
+    from bench.configure import run_config
     from bench.plan import plan
     from bench.runner import Runner
 

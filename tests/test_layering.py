@@ -24,6 +24,7 @@ def test_algorithm_layer_imports_no_selector_or_report_code(path):
     assert not bad, f"{path.name} imports {sorted(bad)}"
 
 
-@pytest.mark.parametrize("name", ["perf.py", "simulate.py", "runner.py", "options.py"])
+@pytest.mark.parametrize("name", ["perf.py", "simulate.py", "runner.py", "options.py", "sweep.py", "api.py",
+                                  "configure.py", "model_perf.py", "replay.py", "reward_table.py"])
 def test_subcommand_modules_do_not_import_the_cli(name):
     assert "bench.cli" not in imported_modules(ROOT / "bench" / name)
