@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+RECORD_CHARS = 400  # a record keeps its query and demonstration questions to this many characters
+
 
 @dataclass
 class ItemRecord:

@@ -29,7 +29,7 @@ from bench.llm.cache import text_hash
 from bench.llm.registry import check_chat_template, provides_loglik, resolve
 from bench.metrics import BertScore, BertScoreConfig
 from bench.oracle import RewardOracle
-from bench.records import FitSummary, ItemRecord, append_jsonl, read_fits, read_records
+from bench.records import RECORD_CHARS, FitSummary, ItemRecord, append_jsonl, read_fits, read_records
 from bench.selections import ReplaySelector, SelectionStore, published_selection, selection_key
 from reports.costs import PriceTable
 from bench.tasks import Task, load_task_file, make_task, task_fingerprint
@@ -610,7 +610,8 @@ class Runner:
                         select_s=round(select_s[i], 6), extra={k: v[i] for k, v in got.extras.items()},
                         label_probs=got.label_probs[i] if got.label_probs else {},
                         llm=self.client.backend.model_id, selection_llm=self.selection_client.backend.model_id,
-                        query=item.question[:400], demo_questions=[d.question[:400] for d in demos[i]],
+                        query=item.question[:RECORD_CHARS],
+                        demo_questions=[d.question[:RECORD_CHARS] for d in demos[i]],
                         select_info=infos[i], prompt=prompts[i] if self.cfg.log_prompts else "",
                         full_output=gens[i].text if THINK_CLOSE in gens[i].text or THINK_OPEN in gens[i].text
                         else ""))

@@ -25,6 +25,9 @@ def pick_methods(records: list[ItemRecord], requested: tuple[str, str] | None) -
     return pair[0], pair[1]
 
 
+RIGHT_AT = 0.5  # an item is right when its score is at least this
+
+
 def exemplar_table(records: list[ItemRecord], n: int, methods: tuple[str, str] | None = None,
                    limit: int = 160) -> tuple[tuple[str, str], str, int]:
     """((method A, method B), Markdown table of up to n disagreements, number of disagreements found).
@@ -39,7 +42,7 @@ def exemplar_table(records: list[ItemRecord], n: int, methods: tuple[str, str] |
         if rec.method != a or (b, rec.task, rec.item_id) not in by:
             continue
         other = by[(b, rec.task, rec.item_id)]
-        right_a, right_b = rec.score >= 0.5, other.score >= 0.5
+        right_a, right_b = rec.score >= RIGHT_AT, other.score >= RIGHT_AT
         if right_a == right_b:
             continue
         found += 1

@@ -104,25 +104,30 @@ GROUPS = (("task", "Task level"), ("instance", "Instance level"), ("bandit", "In
 DATA_VARIANT = "@dearicl-data"  # LTR selectors trained on a DEARICL run's log (data-ablation table)
 
 
+LATEX_MARKS = {HOLM_BETTER: r"$^\ddagger$", DAGGER: r"$^\dagger$", HOLM_WORSE: r"$^\Downarrow$",
+               WORSE: r"$^\downarrow$"}
+
+
+def mark(test) -> str:
+    """A method's mark against the baseline: better or worse after Holm's correction, else before it, else none."""
+    if test is None:
+        return ""
+    return (HOLM_BETTER if test.better(corrected=True) else DAGGER if test.better() else
+            HOLM_WORSE if test.worse(corrected=True) else WORSE if test.worse() else "")
+
+
 def score_cell(run: dict | None, test, fmt: str) -> str:
     if run is None:
         return ""
     if run.get("score") is None:
         return "failed"  # the report's "Failed fits" section gives the reason
-    mark = ""
-    if test is not None and test.better(corrected=True):
-        mark = HOLM_BETTER if fmt == "github" else r"$^\ddagger$"
-    elif test is not None and test.better():
-        mark = DAGGER if fmt == "github" else r"$^\dagger$"
-    elif test is not None and test.worse(corrected=True):
-        mark = HOLM_WORSE if fmt == "github" else r"$^\Downarrow$"
-    elif test is not None and test.worse():
-        mark = WORSE if fmt == "github" else r"$^\downarrow$"
+    sign = mark(test)
+    sign = sign if fmt == "github" else LATEX_MARKS.get(sign, "")
     budget = "*" if run.get("budget_exhausted") else ""
     low, high = run.get("ci_low"), run.get("ci_high")
     interval = "" if low is None or high is None else (f" [{100 * low:.1f}, {100 * high:.1f}]" if fmt == "github"
                                                          else f" {{\\scriptsize[{100 * low:.1f}, {100 * high:.1f}]}}")
-    cell = f"{100 * run['score']:.2f}{mark}{budget}{interval}"
+    cell = f"{100 * run['score']:.2f}{sign}{budget}{interval}"
     return cell if fmt == "github" else Tex(cell)
 
 

@@ -22,11 +22,12 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from bench.errors import ConfigError, DataError
-from bench.records import ItemRecord, read_fits, read_jsonl
+from bench.records import RECORD_CHARS, ItemRecord, read_fits, read_jsonl
+from reports.exemplars import RIGHT_AT
 
 TEMPLATE = Path(__file__).with_name("viewer_page.html")
-CUT = 400  # bench/runner.py keeps a record's query and demonstration questions to this many characters
-RIGHT = 0.5  # an item is right when its score is at least this (reports/exemplars.py's rule)
+CUT = RECORD_CHARS  # a record's query and demonstration questions are kept to this many characters
+RIGHT = RIGHT_AT  # an item is right when its score is at least this (reports/exemplars.py's rule)
 ROUND_ROWS = 4000  # trace rows kept per fit (evenly thinned beyond, the last row always kept)
 _RECORD_FIELDS = {f.name for f in fields(ItemRecord)}
 
@@ -210,10 +211,7 @@ def result_rows(folder: Folder, task: str, part: int, baseline: str | None) -> l
         if run.get("task") != task:
             continue
         test = tests.get((run["method"], task))
-        mark = ""
-        if test is not None:
-            mark = (tables.HOLM_BETTER if test.better(corrected=True) else tables.DAGGER if test.better() else
-                    tables.HOLM_WORSE if test.worse(corrected=True) else tables.WORSE if test.worse() else "")
+        mark = tables.mark(test)
         calls = run.get("llm_calls") or {}
         rows.append({
             "part": part, "method": run["method"], "group": run.get("group") or run.get("level") or "",
