@@ -5,24 +5,26 @@
 # a certificate, for its coverage) on every family (PAC_FAMILIES; a neural fit a round makes them ~20x slower);
 # lucb-wor, lucb-paired-wor, lucb-pp-wor and lucb-pp-wider-wor (population protocol) and lucb-quantile (fixed set =
 # the whole pool; lucb-quantile-pp beside it) on the RECORDED
-# tables; lucb-wor and lucb-paired-wor on the difficulty family under the population protocol. Two streams, one
-# thread each; a part whose JSON exists is skipped, so a stopped study resumes. Then OUT/tables.md.
+# tables; lucb-wor and lucb-paired-wor on the difficulty family under the population protocol; every fixed-set
+# certified method on a CUSTOM landscape with close arms and an exact truth (configs/landscapes/close_arms.py; RUNS
+# noise draws of one instance; the neural dearicl-pac at PAC_RUNS, default RUNS). Three streams, one thread each;
+# a part whose JSON exists is skipped, so a stopped study resumes. Then OUT/tables.md.
 #   bash scripts/certification_study.sh [OUT_DIR]        (default studies/bandit/certification; RUNS=100)
-#   STREAMS="simulated" bash scripts/certification_study.sh     # one stream only (simulated or tables)
+#   STREAMS="simulated" bash scripts/certification_study.sh     # one stream only (simulated, tables or custom)
 source "$(dirname "$0")/_help.sh"  # -h/--help: the comment above, and nothing else
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 BENCH_DATA_DIR="${BENCH_DATA_DIR:-$PWD/../shared/data}"
 OUT=${1:-studies/bandit/certification}
 RUNS=${RUNS:-100}
-STREAMS=${STREAMS:-simulated tables}
+STREAMS=${STREAMS:-simulated tables custom}
 PAC_FAMILIES=${PAC_FAMILIES-nonlinear slots pairwise order latent difficulty}  # PAC_FAMILIES="" runs none
 mkdir -p "$OUT"
 sim() {  # name, then bench simulate's arguments
   local name=$1; shift
   [[ -s $OUT/$name.json ]] && return 0
   local began; began=$(date +%s)
-  .venv/bin/python -m bench simulate "$@" --runs "$RUNS" --seed 0 --budget 20000 --no-progress \
+  .venv/bin/python -m bench simulate "$@" --runs "$RUNS" --seed 0 --budget "${BUDGET:-20000}" --no-progress \
     --out "$OUT/$name.json.part" > "$OUT/$name.txt" 2>&1
   mv "$OUT/$name.json.part" "$OUT/$name.json"
   echo "$name: $(( $(date +%s) - began )) s" >> "$OUT/times.log"
@@ -56,6 +58,17 @@ tables() {
     sim "table-$task-quantile-pp" --env "table:$table" --n-val 50 --epsilon $eps --methods lucb-quantile-pp
   done
 }
+custom() {  # close arms (a few points apart) under dominant per-query difficulty, 0/1 rewards, the truth exact
+  local landscape=(--env custom --reward-module configs/landscapes/close_arms.py --task gsm8k --n-arms 30 --m 3
+                   --epsilon 0.03)
+  BUDGET=40000 sim close-arms "${landscape[@]}" --methods "$MODEL_FREE"  # KL-LUCB needs ~25,000 pulls here
+  sim close-arms-lucb-variants "${landscape[@]}" --methods "$LUCB_VARIANTS",lucb-paired-pp
+  sim close-arms-quantile-pp "${landscape[@]}" --methods lucb-quantile-pp
+  # the pre-registered knobs (PREREGISTRATION.md): the upper sides' share 0.8, the mixture weight 0.9
+  sim close-arms-tuned "${landscape[@]}" --methods lucb-pp-wider --upper-share 0.8 --mixture-weight 0.9
+  RUNS=${PAC_RUNS:-$RUNS} sim close-arms-pac "${landscape[@]}" --methods dearicl-pac,dearicl-pac-pp
+}
+[[ " $STREAMS " == *" custom "* ]] && custom &
 [[ " $STREAMS " == *" simulated "* ]] && simulated &
 [[ " $STREAMS " == *" tables "* ]] && tables
 wait

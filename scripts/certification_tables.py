@@ -14,6 +14,11 @@ METHODS = ["lucb", "lucb-kl", "lucb-paired", "lucb-quantile", "dearicl-pac", "de
 TABLES = ["rules", "sst2", "trec", "agnews", "wmt19"]
 VARIANTS = ["lucb-wider", "lucb-pp", "lucb-pp-wider"]  # the LUCB variants, against `lucb` on the same instances
 WOR_VARIANTS = ["lucb-pp-wor", "lucb-pp-wider-wor"]  # against `lucb-wor` on the same shuffles
+# the custom close-arms landscape (configs/landscapes/close_arms.py): every fixed-set certified method, by part
+CLOSE_ARMS = [("close-arms", m) for m in ("lucb", "lucb-kl", "lucb-paired", "lucb-quantile")] + \
+    [("close-arms-lucb-variants", m) for m in ("lucb-pp", "lucb-pp-wider", "lucb-wider", "lucb-paired-pp")] + \
+    [("close-arms-quantile-pp", "lucb-quantile-pp"), ("close-arms-tuned", "lucb-pp-wider"),
+     ("close-arms-pac", "dearicl-pac"), ("close-arms-pac", "dearicl-pac-pp")]
 
 
 def cell(row: dict | None) -> str:
@@ -49,10 +54,34 @@ def paired_ratio(row: dict | None, base: dict | None, key: str = "pulls") -> str
     return f"{point:.3f} ({ci.low:.3f}-{ci.high:.3f})"  # 3 decimals: a goal of 0.75 is read at its edge
 
 
+def close_arms(parts: dict[str, dict]) -> list[str]:
+    """The close-arms landscape's table: per certified method, its pulls, how it stopped, eps-error with its 95%
+    upper bound, and the every-round event rate with its 95% lower bound, each against delta (the goal)."""
+    out = ["| method (close arms, exact truth) | runs | mean pulls | stops | eps-error (95% upper bound) | "
+           "event at every round (95% lower bound) | both within delta |", "|---|---|---|---|---|---|---|"]
+    for part, method in CLOSE_ARMS:
+        row = parts.get(part, {}).get(method)
+        name = f"`{method}`" + (" (tuned: upper share 0.8, weight 0.9)" if part == "close-arms-tuned" else "")
+        if row is None:
+            out.append(f"| {name} | not run | | | | | |")
+            continue
+        stops = ", ".join(f"{k} {v}" for k, v in sorted(row["stopped_by"].items()))
+        errors = round(row["eps_error_rate"] * row["runs"])
+        event = (f"{row['event_rate']:.2f} ({row['event_rate_lcb95']:.3f})" if "event_rate" in row else "not recorded")
+        certified = row["stopped_by"].get("certified", 0)
+        met = ("no certificate to judge" if not certified else "yes" if row["eps_error_ucb95"] <= row["delta"]
+               and row.get("event_rate_lcb95", 0.0) >= 1 - row["delta"] else "no")
+        out.append(f"| {name} | {row['runs']} | {row['mean_pulls']:,.0f} | {stops} | {errors}/{row['runs']} "
+                   f"({row['eps_error_ucb95']:.3f}) | {event} | {met} |")
+    return out
+
+
 def tables(folder: Path) -> str:
     rows: dict[str, dict] = {}
+    parts: dict[str, dict] = {}  # each JSON's rows by its own name
     for path in sorted(folder.glob("*.json")):
         for row in json.loads(path.read_text())["results"]:
+            parts.setdefault(path.stem, {})[row["method"]] = row
             rows.setdefault(path.stem.removesuffix("-pac").removesuffix("-lucb-variants").removesuffix("-quantile-pp"), {})[
                 row["method"]] = row
     out = ["| family (SIMULATED) | " + " | ".join(f"`{m}`" for m in METHODS) + " |", "|---|" + "---|" * len(METHODS)]
@@ -98,6 +127,8 @@ def tables(folder: Path) -> str:
         calls = f"; {paired_ratio(pp, plain, 'calls')}" if plain and pp and "mean_calls" in plain else ""
         regret = (f"{plain['mean_simple_regret']:.3f} / {pp['mean_simple_regret']:.3f}" if plain and pp else "-")
         out.append(f"| {name} | {cell(plain)} | {cell(pp)} | {paired_ratio(pp, plain)}{calls} | {regret} |")
+    if any(part.startswith("close-arms") for part in parts):
+        out += [""] + close_arms(parts)
     return "\n".join(out)
 
 

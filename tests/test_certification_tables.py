@@ -58,3 +58,21 @@ def test_the_readme_block_is_what_the_committed_study_gives():
     text = (root / "dearicl" / "README.md").read_text()
     block = text.split("<!-- certification-study:start -->\n", 1)[1].split("\n<!-- certification-study:end -->", 1)[0]
     assert block == tables.tables(root / "studies" / "bandit" / "certification")
+
+
+def test_the_close_arms_table_judges_each_method_against_delta_on_both_bounds(tmp_path):
+    """A method meets the close-arms goal only when eps-error's 95% upper bound is <= delta and the every-round event
+    rate's 95% lower bound is >= 1 - delta; one that never stopped certified has nothing to judge."""
+    def judged(method, errors_ucb, event_lcb, stops):
+        return {**row(method, [500.0] * 100), "delta": 0.05, "eps_error_ucb95": errors_ucb, "event_rate": 1.0,
+                "event_rate_lcb95": event_lcb, "stopped_by": stops}
+    part = {"results": [judged("lucb", 0.030, 0.970, {"certified": 100}),
+                        judged("lucb-kl", 0.030, 0.970, {"max_pulls": 100}),
+                        judged("lucb-paired", 0.080, 0.970, {"certified": 100}),
+                        judged("lucb-quantile", 0.030, 0.937, {"certified": 100})]}
+    (tmp_path / "close-arms.json").write_text(json.dumps(part))
+    lines = {x.split(" |")[0]: x for x in tables.tables(tmp_path).splitlines() if x.startswith("| `")}
+    assert lines["| `lucb`"].endswith("| yes |")
+    assert lines["| `lucb-kl`"].endswith("| no certificate to judge |")
+    assert lines["| `lucb-paired`"].endswith("| no |") and lines["| `lucb-quantile`"].endswith("| no |")
+    assert "| not run |" in lines["| `dearicl-pac`"]
