@@ -286,6 +286,10 @@ def test_a_recorded_reward_a_hair_above_one_is_the_same_value_in_the_truth_and_i
     np.testing.assert_array_equal(lower, upper)  # every reward seen: exact
     np.testing.assert_allclose(lower, env.true_means, rtol=0, atol=1e-12)
     assert snap_rounding(np.array([1.0 + 5e-7, -5e-7, 1.5, -0.5])).tolist() == [1.0, 0.0, 1.5, -0.5]  # rounding only
+    from dearicl.confidence import ROUNDING
+
+    assert snap_rounding(np.array([1.0 + ROUNDING, -ROUNDING])).tolist() == [1.0, 0.0]  # the excess's edge is snapped
+    assert snap_rounding(values).dtype == np.float32  # a table's float32 stays float32, as the sequences read it
     # the replay's truth: the same snapped values, averaged in float64
     Table = type("Table", (RewardTable,), {"validation": np.arange(5), "values": lambda self, what: values})
     table = Table.__new__(Table)
