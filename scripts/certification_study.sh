@@ -11,6 +11,7 @@
 # a part whose JSON exists is skipped, so a stopped study resumes. Then OUT/tables.md.
 #   bash scripts/certification_study.sh [OUT_DIR]        (default studies/bandit/certification; RUNS=100)
 #   STREAMS="simulated" bash scripts/certification_study.sh     # one stream only (simulated, tables or custom)
+#   EVENTS=1 bash scripts/certification_study.sh                # rerun the parts saved before the event rate was kept
 source "$(dirname "$0")/_help.sh"  # -h/--help: the comment above, and nothing else
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,9 +21,14 @@ RUNS=${RUNS:-100}
 STREAMS=${STREAMS:-simulated tables custom}
 PAC_FAMILIES=${PAC_FAMILIES-nonlinear slots pairwise order latent difficulty}  # PAC_FAMILIES="" runs none
 mkdir -p "$OUT"
+recorded() {  # a part done (its JSON there); with EVENTS=1, done only if it records the every-round event rate
+  [[ -s $1 ]] || return 1
+  [[ ${EVENTS:-0} == 1 ]] || return 0
+  .venv/bin/python -c "import json, sys; sys.exit(0 if any('event_rate' in r for r in json.load(open(sys.argv[1]))['results']) else 1)" "$1"
+}
 sim() {  # name, then bench simulate's arguments
   local name=$1; shift
-  [[ -s $OUT/$name.json ]] && return 0
+  recorded "$OUT/$name.json" && return 0
   local began; began=$(date +%s)
   .venv/bin/python -m bench simulate "$@" --runs "$RUNS" --seed 0 --budget "${BUDGET:-20000}" --no-progress \
     --out "$OUT/$name.json.part" > "$OUT/$name.txt" 2>&1
