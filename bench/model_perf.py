@@ -113,6 +113,10 @@ def _one_batch(model, config, device, rows: int, prompt_tokens: int, steps: int,
            stats=stats)
     _sync(device)
     total = time.perf_counter() - began
+    from transformers.cache_utils import DynamicLayer
+
+    # layers whose reservation ran out (they fell back to torch.cat, copying the cache): 0 when the reserve is right
+    regrown = sum(type(layer) is DynamicLayer for layer in cache.layers)
     # the mean over the warm-up steps too: timing them apart would need a second prefill (their share is 2 of N)
     step_s = total / (warm + steps)
     kv_read = _kv_bytes_per_step(config, model.dtype, rows, prompt_tokens + (warm + steps) // 2)
@@ -120,7 +124,7 @@ def _one_batch(model, config, device, rows: int, prompt_tokens: int, steps: int,
     return {"rows": rows, "prefill_tokens_per_s": rows * (prompt_tokens - 1) / prefill_s, "prefill_seconds": prefill_s,
             "ms_per_step": 1000 * step_s, "decode_tokens_per_s": rows / step_s,
             "bytes_read_per_step": weight_bytes + kv_read, "roofline_ms_per_step": 1000 * roofline_s,
-            "roofline_fraction": roofline_s / step_s, "host_syncs": stats.syncs,
+            "roofline_fraction": roofline_s / step_s, "host_syncs": stats.syncs, "cache_regrown_layers": regrown,
             "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None}
 
 

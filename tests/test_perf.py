@@ -55,6 +55,7 @@ def test_a_registered_configuration_is_measured_with_random_weights(tmp_path):
     assert [b["rows"] for b in r["batches"]] == [1, 3]
     for b in r["batches"]:
         assert b["ms_per_step"] > 0 and 0 < b["roofline_fraction"] and b["host_syncs"] == 1
+        assert b["cache_regrown_layers"] == 0  # the reserved KV columns held every step: no copy timed
         # the bytes a step must read: every weight once, and each row's keys and values (8 heads x 128, float32)
         kv = 2 * b["rows"] * 8 * 128 * 4 * (24 + (2 + 3) // 2)
         assert b["bytes_read_per_step"] == r["weight_bytes"] + kv
