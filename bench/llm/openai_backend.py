@@ -7,6 +7,7 @@ the shared demonstrations; starting the scored span at the continuation lets it 
 """
 from __future__ import annotations
 
+import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
@@ -108,6 +109,10 @@ class OpenAIBackend(Backend):
         SDK's client: its authentication, timeout and retries."""
         return self._with_retries(lambda: self.client.post(path, body=body, cast_to=object))
 
+    @functools.lru_cache(maxsize=1024)  # noqa: B019 (one backend a run) ranked labels share their context
+    def _context_tokens(self, context: str) -> tuple[int, ...]:
+        return tuple(self._tokens(context))
+
     def _tokens(self, text: str) -> list[int]:
         got = self._post("/tokenize", {"model": self.model, "prompt": text})
         ids = got.get("tokens") if isinstance(got, dict) else None
@@ -121,7 +126,7 @@ class OpenAIBackend(Backend):
         everything before it. SGLang gives the token at `logprob_start_len` no value (the logits there predict the
         next one), and older versions start their list one token later; asked from one token before, the list's
         last entries are the continuation's in either case, checked by their token ids."""
-        context_ids, ids = self._tokens(context), self._tokens(context + continuation)
+        context_ids, ids = self._context_tokens(context), self._tokens(context + continuation)
         start = common_length(context_ids, ids)
         if start >= len(ids):
             raise LLMError(f"loglik: continuation {continuation[:40]!r} adds no token to the context")
