@@ -314,6 +314,26 @@ def render(summary: dict, meta: dict, n_val: int, reward: str, metric_name: str 
     return "\n".join(lines)
 
 
+def fit_settings(params: dict, n_val: int, reward: str, budget: int | None) -> dict:
+    """What a fit depends on beyond its method and seed: a resumed row must have been made with the same."""
+    return {"n_val": n_val, "reward": reward, "budget": budget, "params": {k: params[k] for k in sorted(params)}}
+
+
+def refuse_other_settings(rows: list[dict], out: Path, methods: list[str], params: dict, n_val: int, reward: str,
+                          budget: int | None) -> None:
+    """A resume that would mix fits made under other settings is refused in one line, the folder left untouched."""
+    for row in rows:
+        if row["method"] not in methods:
+            continue  # a method not asked for now is kept on disk and left out of the summary
+        want = fit_settings(params.get(row["method"], {}), n_val, reward, budget)
+        # rows saved before settings were kept say their items a pull in their scale, and nothing else
+        had = row.get("settings") or {"n_val": row.get("scale", {}).get("validation items a pull", n_val)}
+        differ = [f"{key} {had[key]!r} (now {want[key]!r})" for key in had if had[key] != want[key]]
+        if differ:
+            raise ConfigError(f"{out / 'rows.jsonl'} holds fits of {row['method']} made with {', '.join(differ)}: "
+                              f"give another --out, or move that folder aside, to replay under these settings")
+
+
 def run(path: Path, methods: list[str], params: dict, seeds: list[int], n_val: int, reward: str,
         budget: int | None, baseline: str | None, margin: float, data_dir: Path, out: Path | None,
         progress: bool = True, metric_name: str = "metric") -> dict:
@@ -338,12 +358,14 @@ def run(path: Path, methods: list[str], params: dict, seeds: list[int], n_val: i
     rows = []
     if out is not None and (out / "rows.jsonl").is_file():  # resume: seeds already replayed are kept
         rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines() if line.strip()]
+        refuse_other_settings(rows, out, methods, params, n_val, reward, budget)
     done = {(r["method"], r["seed"]) for r in rows}
     todo = [(m, s) for m in methods for s in seeds if (m, s) not in done]
     bar = Progress(len(todo), f"replay {replay.table.meta['task']}", progress, unit="fits")
     try:
         for name, seed in todo:
             row = replay.fit_and_score(name, params.get(name, {}), seed, n_val, reward, budget)
+            row["settings"] = fit_settings(params.get(name, {}), n_val, reward, budget)
             rows.append(row)
             if out is not None:
                 out.mkdir(parents=True, exist_ok=True)

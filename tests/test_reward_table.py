@@ -177,6 +177,16 @@ def test_the_harness_selectors_replay_from_a_table_with_zero_llm_calls(table, tm
     (out / "summary.json").unlink()
     assert main(argv) == 0  # every (method, seed) is in rows.jsonl: nothing is fitted again
     assert len((out / "rows.jsonl").read_text().splitlines()) == 18 and (out / "summary.json").is_file()
+    saved = (out / "rows.jsonl").read_text()
+    capsys.readouterr()
+    for other in (["--n-val", "5"], ["--param", "lucb-static.m=3"]):  # fits made otherwise are not mixed in
+        at = argv.index(other[0]) if other[0] == "--n-val" else len(argv)
+        changed = argv[:at] + other + argv[at + 2:] if other[0] == "--n-val" else argv + other
+        assert main(changed) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "rows.jsonl holds fits of" in err
+        assert ("n_val 6 (now 5)" in err) if other[0] == "--n-val" else ("lucb-static" in err and "params" in err)
+        assert (out / "rows.jsonl").read_text() == saved  # nothing lost, nothing added
 
 
 @pytest.mark.parametrize("method, message", [("knn", "does not choose among the table's arms"),
