@@ -263,6 +263,16 @@ def test_the_knob_sweep_runs_each_setting_on_the_table_and_reports_the_paper_ran
     assert list(done) == ["N 16"] and done["N 16"]["neural"] == "mc_passes=16"
     assert done["N 16"]["env"]["recorded"] and len(done["N 16"]["rounds"]) == 2
     assert "N 16" in (out / "sweep.md").read_text() and "in 79-130" in (out / "sweep.md").read_text()
+    rerun = [str(tmp_path / "t.npz"), "--runs", "2", "--n-val", "4", "--budget", "6", "--m", "2", "--challengers",
+             "1", "--out", str(out), "--only", "N 16"]
+    done["N 16"]["seconds"] = -1.0
+    (out / "sweep.json").write_text(json.dumps(done))
+    assert sweep.main(rerun) == 0 and json.loads((out / "sweep.json").read_text())["N 16"]["seconds"] == -1.0  # kept
+    done["N 16"]["neural"] = "mc_passes=8"  # a row run under an earlier definition of the setting is run again
+    (out / "sweep.json").write_text(json.dumps(done))
+    assert sweep.main(rerun) == 0
+    again = json.loads((out / "sweep.json").read_text())["N 16"]
+    assert again["neural"] == "mc_passes=16" and again["seconds"] >= 0
 
     # every setting the paper states, CASE's two settings beside them; --skip leaves the costly ones for later
     stated = tmp_path / "stated"

@@ -215,3 +215,36 @@ def test_a_custom_truth_is_exact_with_expected_and_judged_only_when_precise_enou
     assert auto["truth_se_max"] < 0.005 and auto["truth_judges"] and "judged" not in results["auto"]["results"][0]
     assert "NOT JUDGED" in capsys.readouterr().out
     assert family_table(results["coarse"]["results"]).count(NOT_JUDGED) == 4  # eps-error, error, coverage, event
+
+
+def test_every_surrogate_setting_the_paper_states_is_the_configs_in_simulate_the_sweep_and_the_replay():
+    """configs/paper.yaml holds each stated value with its line; `dearicl-paper` (bench simulate), the knob sweep's
+    stated row (one epoch, c_t constant) and the table study's replay of `dearicl-static:paper` run exactly those."""
+    import dataclasses
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    from bench.simulate import SIM_METHODS, parse_neural
+    from dearicl.surrogates import NeuralConfig
+
+    root = Path(__file__).parents[1]
+    star = yaml.safe_load((root / "configs" / "paper.yaml").read_text())["params"]["*"]
+    keys = ["epochs_per_round", "lr", "batch_size", "log_k", "estimate", "width_schedule", "hidden"]
+
+    def surrogate(overrides: dict) -> dict:  # every key, the defaults filled in, lists as the config's tuples
+        config = dataclasses.replace(NeuralConfig(), **{k: tuple(v) if k == "hidden" else v for k, v in overrides.items()})
+        return {k: getattr(config, k) for k in keys}
+
+    stated = surrogate({k: star[k] for k in keys})
+    assert stated["hidden"] == (256, 256, 128, 64) and stated["log_k"] == "arms"  # the config itself still says so
+    assert surrogate(SIM_METHODS["dearicl-paper"].neural) == stated
+    spec = importlib.util.spec_from_file_location("knob_sweep", root / "scripts" / "knob_sweep.py")
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    assert surrogate(parse_neural(sweep.STATED_SETTINGS["stated, 1 epoch a round (l.396), c_t constant"])) == stated
+    script = (root / "scripts" / "table_study.sh").read_text()
+    replay = {key: yaml.safe_load(value) for key, value in re.findall(r'"dearicl-static:paper\.(\w+)=([^"]+)"', script)}
+    assert surrogate(replay) == stated
