@@ -120,6 +120,9 @@ def parser() -> argparse.ArgumentParser:
                    help="rounds without a change of U_t required to stop (default 0: the gap rule alone, as in "
                         "Algorithm 1 and the harness's CASE; case-script: 20, as in CASE's script)")
     p.add_argument("--out", type=Path, default=None, help="JSON results (default: print)")
+    p.add_argument("--update", action="store_true",
+                   help="--out exists: rerun only --methods and replace their rows in it, the others kept (the same "
+                        "environment and settings are required, so every row stays comparable)")
     p.add_argument("--plot", type=Path, default=None, help="PNG of gap index and simple regret per round (run 0)")
     p.add_argument("--scatter", type=Path, default=None, help="PNG: mean pulls vs eps-error rate per method")
     # linear
@@ -517,6 +520,19 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
     return row, trace0
 
 
+def updated_file(args, env_info: dict, keys: set) -> dict:
+    """With --update, the results file to update, refused in one line unless it was run with these settings."""
+    if not args.update:
+        return {}
+    if not (args.out and args.out.is_file()):
+        raise ConfigError("--update needs --out naming an existing results file")
+    earlier = json.loads(args.out.read_text())
+    differ = sorted(k for k in keys if earlier["env"].get(k) != env_info.get(k))
+    if differ:
+        raise ConfigError(f"--update: {args.out} was run with other settings ({', '.join(differ)}); rerun it whole")
+    return earlier
+
+
 def run(argv: list[str]) -> dict:
     args = parser().parse_args(argv)
     args.neural_overrides = parse_neural(args.neural)
@@ -528,7 +544,10 @@ def run(argv: list[str]) -> dict:
     env_info: dict = {"name": args.env, "simulated": True, "m": m, "epsilon": epsilon, "delta": args.delta,
                       "noise": noise, "cs": args.cs, "seed": args.seed, "runs": args.runs,
                       "instances": "one per run" if args.env in FAMILIES else "one for all runs"}
+    # the run's settings checked before any model loads, then the environment's once it is built
+    earlier = updated_file(args, env_info, {"name", "m", "epsilon", "delta", "cs", "seed", "runs"})
     world_of = worlds(args, noise, env_info)
+    earlier = updated_file(args, env_info, set(env_info) | set(earlier.get("env", {})))
     results, traces = [], {}
     for name in methods:
         row, traces[name] = run_method(name, args, world_of, m, epsilon, noise, linear)
@@ -536,6 +555,10 @@ def run(argv: list[str]) -> dict:
             row["judged"] = False
         results.append(row)
     out = {"env": env_info, "results": results, "traces": traces}
+    if args.update:  # the earlier rows in their order, these methods' replaced, new ones after
+        fresh = {r["method"]: r for r in results}
+        kept = [fresh.pop(r["method"], r) for r in earlier["results"]]
+        out = {"env": env_info, "results": kept + list(fresh.values()), "traces": {**earlier["traces"], **traces}}
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(out, indent=2))

@@ -18,10 +18,15 @@ timed() { local label="$1"; shift; local began; began=$(date +%s); "$@"; echo "$
 # earlier study's setting.
 N_VAL="${N_VAL:-20}"
 STEPS="${STEPS:-cores replay sweep stated certified}"  # a subset reruns parts, e.g. STEPS="replay sweep"; "summaries": the replay's
-                                      # summaries again from its saved fits (OUT/replay/rows.jsonl), untimed
+                                      # summaries again from its saved fits (OUT/replay/rows.jsonl), untimed;
+                                      # "paper-core": dearicl-paper's row of the cores again
 [[ " $STEPS " == *" cores "* ]] && timed "rq1 cores ($RUNS runs)" "$PY" -m bench simulate --env "table:$TABLE" \
   --methods case,case-script,dearicl,dearicl-paper,dearicl-paper-schedule,dearicl-random,lucb,dearicl-pac --runs "$RUNS" --n-val "$N_VAL" \
   --budget 300 --no-progress --out "$OUT/rq1-cores.json" > "$OUT/rq1-cores.txt"
+# the cores' dearicl-paper alone, its row replaced in rq1-cores (after an edit of the paper's settings; the same seeds)
+[[ " $STEPS " == *" paper-core "* ]] && timed "rq1 cores, dearicl-paper updated ($RUNS runs)" "$PY" -m bench simulate \
+  --env "table:$TABLE" --methods dearicl-paper --runs "$RUNS" --n-val "$N_VAL" --budget 300 --no-progress \
+  --out "$OUT/rq1-cores.json" --update > "$OUT/rq1-cores.txt.part" && mv "$OUT/rq1-cores.txt.part" "$OUT/rq1-cores.txt"
 # the harness's selectors, paper and harness schedules of DEARICL side by side; resumable through OUT/replay
 REPLAY=(-m bench table replay "$TABLE" --seeds "$RUNS" --n-val "$N_VAL" --llm-budget $((300 * N_VAL))
   --methods case-static,dearicl-static:paper,dearicl-static,lucb-static,dearicl-pac-static,dearicl-dynamic,dearicl-random,dearicl-noexplore,dearicl-pac-dynamic

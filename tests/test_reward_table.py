@@ -80,6 +80,29 @@ def test_simulate_replays_a_table_and_labels_it_recorded(table, tmp_path, data_d
     result = json.loads(out.read_text())
     assert result["env"]["recorded"] and not result["results"][0]["simulated"]
     assert result["env"]["validation_pool"] == 10 and result["env"]["n_val"] == 6
+    # --update reruns the methods named and keeps the others' rows, only under the same environment and settings
+    base = ["simulate", "--env", f"table:{tmp_path / 't.npz'}", "--m", "2", "--n-val", "6", "--budget", "12",
+            "--data-dir", str(data_dir), "--no-progress", "--out", str(out)]
+    assert main(base + ["--methods", "case,lucb", "--runs", "2"]) == 0
+    before = json.loads(out.read_text())
+    edited = json.loads(out.read_text())
+    edited["results"][1]["mean_pulls"] = -1.0  # a stale row of lucb
+    out.write_text(json.dumps(edited))
+    capsys.readouterr()
+    assert main(base + ["--methods", "lucb", "--runs", "2", "--update"]) == 0
+    after = json.loads(out.read_text())
+    assert [r["method"] for r in after["results"]] == ["case", "lucb"]
+    timeless = [[{k: v for k, v in r.items() if k != "mean_seconds"} for r in d["results"]] for d in (before, after)]
+    assert timeless[0] == timeless[1] and after["results"][0] == before["results"][0]  # lucb's row made again
+    assert set(after["traces"]) == {"case", "lucb"}
+    assert "case " in capsys.readouterr().out  # the text is the whole file's, as a full run prints it
+    for argv, message in ((["--methods", "lucb", "--runs", "3", "--update"], "other settings (runs)"),
+                          (["--methods", "lucb", "--runs", "2", "--update", "--out", str(tmp_path / "none.json")],
+                           "needs --out naming an existing")):
+        assert main(base + argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and message in err
+    assert json.loads(out.read_text()) == after  # a refused update leaves the file as it was
 
 
 def test_a_replay_reports_rounds_calls_and_the_eps_error_bound_with_the_knobs_it_ran(table, tmp_path, data_dir):
