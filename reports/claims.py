@@ -33,7 +33,7 @@ import numpy as np
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from reports.stats import PairedTTest, min_detectable_difference, tost_paired, verdict
+from reports.stats import PairedTTest, min_detectable_difference, planned_verdict, tost_paired
 
 MARGINS = {"chrf": 0.02, "bertscore_f1": 0.02, "exact_match": 0.05}
 PRIMARY = {"wmt19": ("chrf", "bertscore_f1"), "gsm8k": ("exact_match",), "aquarat": ("exact_match",)}
@@ -93,7 +93,7 @@ def seed_level(method_means: list[float], base_means: list[float], margin: float
     sd = float(np.std(diff, ddof=1)) if len(diff) > 1 else math.nan
     p_tost = tost_paired(a, b, margin)
     return {"seeds": len(diff), "diff": float(diff.mean()), "sd": sd, "p": p, "p_tost": p_tost,
-            "mdd": min_detectable_difference(sd, len(diff)), "verdict": verdict(p, p_tost)}
+            "mdd": (mdd := min_detectable_difference(sd, len(diff))), "verdict": planned_verdict(p, p_tost, margin, mdd)}
 
 
 # ---- blocks --------------------------------------------------------------------------------------------------------
@@ -180,12 +180,12 @@ def rq2_block(study: Path, folder: str = "rq2-wmt19-seed0", base: str = "case-dy
                 continue
             c = got[m]
             row += [_x(c["method"]), _d(c["diff"]), _p(holm[m]), _p(holm_tost[m])]
-            row += [_x(c["mdd"], 1), verdict(holm[m], holm_tost[m])][:tail]
+            row += [_x(c["mdd"], 1), planned_verdict(holm[m], holm_tost[m], MARGINS[metric], c["mdd"])][:tail]
         rows.append(row + [f"{PAPER_WMT19[m]:.2f}" if m in PAPER_WMT19 else "–"])
     headers = ["selector"]
     for metric in cols:
         label = LABELS[metric]
-        headers += [f"{label} ×100", f"Δ {label}", f"p (Holm)", f"p (TOST ±{100 * MARGINS[metric]:g}, Holm)"]
+        headers += [f"{label} ×100", f"Δ {label}", "p (Holm)", f"p (TOST ±{100 * MARGINS[metric]:g}, Holm)"]
         if metric == primary:
             headers += [f"MDD {label} (α 0.05/{len(others)})", f"verdict ({label})"]
     headers.append("paper: BERTScore (Llama 3.2 3B)")
@@ -196,10 +196,13 @@ def rq2_block(study: Path, folder: str = "rq2-wmt19-seed0", base: str = "case-dy
         got, holm, holm_tost, _ = per_metric[metric]
         better = [f"`{m}`" for m in others if holm[m] < ALPHA and got[m]["diff"] > 0]
         worse = [f"`{m}`" for m in others if holm[m] < ALPHA and got[m]["diff"] < 0]
-        same = [f"`{m}`" for m in others if holm_tost[m] < ALPHA]
+        # "equivalent" needs a margin the design can reach (ANALYSIS_PLAN.md): the TOST alone is not enough
+        same = [f"`{m}`" for m in others if holm_tost[m] < ALPHA and MARGINS[metric] >= got[m]["mdd"]]
+        unreachable = [f"`{m}`" for m in others if holm[m] >= ALPHA and MARGINS[metric] < got[m]["mdd"]]
         said.append(f"{LABELS[metric]}: better than `{base}` {', '.join(better) or 'none'}; worse "
                     f"{', '.join(worse) or 'none'}; equivalent within ±{100 * MARGINS[metric]:g} "
-                    f"{', '.join(same) or 'none'}")
+                    f"{', '.join(same) or 'none'}" + (f"; cannot decide (the margin ±{100 * MARGINS[metric]:g} is "
+                                                      f"below the MDD) {', '.join(unreachable)}" if unreachable else ""))
     text += "\nAfter Holm's correction, " + "; ".join(said) + ".\n"
     if "dearicl-dynamic" in others and base == "case-dynamic":  # the paper's cost direction, from the run's own rows
         row = {r["method"]: r for r in json.loads((run / "results.json").read_text())["runs"]}
@@ -302,7 +305,8 @@ def sensitivity_block(study: Path, task: str = "wmt19", reference: str = "rq2-wm
             for metric in PRIMARY[task]:
                 g, h, ht = results[metric][i]
                 row += [_x(g["method"]), _x(g["base"]), _d(g["diff"]), _p(h), _p(ht), _x(g["mdd"], 1)]
-            row.append(verdict(*results[PRIMARY[task][0]][i][1:]))
+            g, h, ht = results[PRIMARY[task][0]][i]
+            row.append(planned_verdict(h, ht, MARGINS[PRIMARY[task][0]], g["mdd"]))
             rows.append(row)
         headers = [title]
         for metric in PRIMARY[task]:

@@ -69,12 +69,15 @@ def test_verdicts_rest_on_the_difference_test_and_the_tost():
     noisy = {k: v + rng.normal(0, 0.6) for k, v in base.items()}
     got = {name: claims.compare_items(s, base, 0.02) for name, s in (("same", same), ("better", better),
                                                                     ("noisy", noisy))}
-    assert [claims.verdict(got[n]["p"], got[n]["p_tost"]) for n in ("same", "better", "noisy")] == [
-        "equivalent within the margin", "differs", "cannot decide"]
-    assert claims.verdict(0.01, 0.01) == "differs, by less than the margin"
+    assert [claims.planned_verdict(got[n]["p"], got[n]["p_tost"], 0.02, got[n]["mdd"])
+            for n in ("same", "better", "noisy")] == ["equivalent within the margin", "differs",
+                                                      "cannot decide (margin < MDD)"]
     # across seeds: three seeds that agree closely are equivalent; one far seed leaves it undecided
     assert claims.seed_level([0.50, 0.52, 0.51], [0.50, 0.515, 0.505], 0.02)["verdict"] == "equivalent within the margin"
-    assert claims.seed_level([0.50, 0.60, 0.40], [0.50, 0.515, 0.505], 0.02)["verdict"] == "cannot decide"
+    assert claims.seed_level([0.50, 0.60, 0.40], [0.50, 0.515, 0.505], 0.02)["verdict"] == "cannot decide (margin < MDD)"
+    # a TOST that passes with a margin below the design's MDD is not an equivalence (the analysis plan's rule)
+    tight = claims.seed_level([0.5, 0.52, 0.48, 0.51, 0.49, 0.5], [0.5] * 6, 0.019)
+    assert tight["p_tost"] < 0.05 and tight["mdd"] > 0.019 and tight["verdict"] == "cannot decide (margin < MDD)"
 
 
 def test_zero_one_scores_are_decided_by_mcnemar():
