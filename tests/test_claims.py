@@ -95,17 +95,22 @@ def test_rq_verdicts_follow_the_plan_paired_by_run_and_per_case_variant(tmp_path
     rng = np.random.default_rng(0)
     rounds = rng.integers(50, 90, size=30)
 
-    def row(method, rounds, calls):
-        return {"method": method, "rounds": [int(x) for x in rounds], "calls": [int(x) for x in calls]}
+    def row(method, rounds, calls, capped=0, eps=0.0):
+        return {"method": method, "rounds": [int(x) for x in rounds], "calls": [int(x) for x in calls],
+                "stopped_by": {"gap": 30 - capped, **({"max_pulls": capped} if capped else {})}, "eps_error_rate": eps}
 
     folder = tmp_path / "toy-gemma3-270m"
     folder.mkdir()
     (folder / "rq1-cores.json").write_text(json.dumps({"results": [
-        row("case", rounds, rounds * 20), row("case-script", rounds - 40, rounds * 20),
-        row("dearicl-paper", rounds - 20, rounds * 20)]}))
+        row("case", rounds, rounds * 20, capped=7), row("case-script", rounds - 40, rounds * 20),
+        row("dearicl-paper", rounds - 20, rounds * 20, eps=0.9)]}))
     text = claims.rq_block(tmp_path)
-    lines = {(line.split("|")[2].strip(), line.split("|")[3].strip()): line.rstrip(" |").rsplit("|", 1)[1].strip()
-             for line in text.splitlines() if line.startswith("| toy")}
+    cells = {(c[2], c[3]): c for c in ([x.strip() for x in line.split("|")] for line in text.splitlines()
+                                       if line.startswith("| toy"))}
+    lines = {key: c[9] for key, c in cells.items()}
+    # CASE's runs at the cap are said (their count is a lower bound), and each stop's eps-error stands beside
+    assert "(7/30 at the cap)" in cells[("RQ1b: fewer rounds", "`case`")][5]
+    assert cells[("RQ1b: fewer rounds", "`case`")][10] == "0.90 / 0.00"
     assert lines[("RQ1b: fewer rounds", "`case`")] == "supported"
     assert lines[("RQ1b: fewer rounds", "`case-script`")] == "not reproduced"  # DEARICL stops later than this CASE
     assert lines[("RQ3: fewer calls", "`case`")] == "not reproduced"  # the same calls in every run
