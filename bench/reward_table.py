@@ -334,7 +334,7 @@ def join_shards(tables: list[RewardTable]) -> RewardTable:
         raise ConfigError(f"table merge: shards {have} of {count}: every shard 0..{count - 1} once is needed")
     tables = [tables[i] for i in order]
     first = tables[0]
-    own = ("shard", "built_at", "build_seconds")
+    own = ("shard", "built_at", "build_seconds", "calls_answered")
     same = {k: v for k, v in first.meta.items() if k not in own}
     for t in tables[1:]:
         differ = sorted(k for k in set(same) | set(t.meta) if k not in own and same.get(k) != t.meta.get(k))
@@ -348,6 +348,8 @@ def join_shards(tables: list[RewardTable]) -> RewardTable:
     cat = lambda arrays: np.concatenate(arrays, axis=0)  # noqa: E731
     meta = {**same, "built_at": max(t.meta["built_at"] for t in tables),
             "build_seconds": round(sum(t.meta["build_seconds"] for t in tables), 1), "joined_shards": count}
+    if all("calls_answered" in t.meta for t in tables):
+        meta["calls_answered"] = {k: sum(t.meta["calls_answered"][k] for t in tables) for k in ("here", "cache")}
     return RewardTable(cat([t.rewards for t in tables]), cat([t.metric for t in tables]),
                        cat([t.loglik for t in tables]), first.item_ids, first.split,
                        cat([t.arm_demo_ids for t in tables]), meta,
@@ -404,7 +406,9 @@ def build(task, splits, client: LLMClient, encoder, bertscore, *, n_arms: int, k
             "template_hash": template_hash(task), "k": k, "n_arms": all_arms, "seed": seed, "samples": samples,
             "n_validation": len(splits.validation), "n_test": len(splits.test), "pool_size": len(splits.pool),
             "code": code, "built_at": datetime.now(timezone.utc).isoformat(
-                timespec="seconds"), "build_seconds": round(seconds, 1)}
+                timespec="seconds"), "build_seconds": round(seconds, 1),
+            # a resumed build's seconds cover only the calls it answered; the rest came from an earlier process
+            "calls_answered": dict(client.answered)}
     if len(test) < len(splits.test):  # the splits re-derive from n_test; these are the items recorded of it
         meta["n_test_recorded"] = len(test)
     if "options" in groups:

@@ -515,7 +515,10 @@ def _built(meta: dict) -> str:
     merged here; the build's own seconds then only score them)."""
     answered = meta.get("answers_recorded")
     if answered is None:
-        return f"{meta['build_seconds']:,.0f} s here"
+        calls = meta.get("calls_answered", {})
+        return f"{meta['build_seconds']:,.0f} s here" + (
+            f" for {calls['here']:,} calls ({calls['cache']:,} from an earlier process's cache)" if calls.get("cache")
+            else "")
     gpu = re.search(r"'gpu': '([^']+)'", str(answered))
     return f"calls answered on {gpu.group(1) if gpu else 'another machine'}"
 
@@ -700,8 +703,14 @@ def headline_block(tables: Path) -> str:
                       if c["method"] == "dearicl-static:paper" and "primary" in c), None)
             if c is not None:
                 q = c["primary"]
+                other = ""  # the table's own reward as the test score (WMT19's BERTScore), printed beside
+                if path.name == "summary-chrf.json" and (folder / "replay" / "summary.json").is_file():
+                    b = next((c["primary"] for c in json.loads((folder / "replay" / "summary.json").read_text())
+                              ["comparisons"] if c["method"] == "dearicl-static:paper" and "primary" in c), None)
+                    other = "" if b is None else (f"; BERTScore beside it, not the plan's metric: {b['diff']:+.4f}, "
+                                                  f"{b['verdict']}, Holm p {_p(b['p_holm'])}")
                 verdicts.append(f"{folder.name.split('-')[0]} {q['diff']:+.3f} ({q['verdict']}, Holm p "
-                                f"{_p(q['p_holm'])})")
+                                f"{_p(q['p_holm'])}{other})")
     waiting = [f.name.split("-")[0] for f in folders if not any(f.name.split("-")[0] == v.split()[0] for v in verdicts)]
     if verdicts:
         lines.append("- **DEARICL_static (stated settings) − CASE_static, test score** (the plan's bootstrap): "

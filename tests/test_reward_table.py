@@ -595,6 +595,11 @@ def test_a_staged_build_records_a_seeded_part_of_the_test_items_and_the_whole_bu
                  samples=1, progress=False, groups=("loglik",))
     assert len(backend.prompts) - asked == 3 * 1  # one new test item per arm: the rest came from the cache
     assert "n_test_recorded" not in full.meta
+    # the table says how many calls its build answered and how many an earlier process did (its seconds cover the first)
+    assert staged.meta["calls_answered"] == {"here": 3 * 6, "cache": 0}
+    assert full.meta["calls_answered"] == {"here": 3, "cache": 3 * 6}
+    from reports.claims import _built
+    assert _built(full.meta).endswith("for 3 calls (18 from an earlier process's cache)")
     columns = [list(full.item_ids).index(i) for i in staged.item_ids]
     assert np.array_equal(full.loglik[:, columns], staged.loglik)
 

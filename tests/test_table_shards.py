@@ -46,6 +46,7 @@ def test_four_shards_joined_are_the_unsharded_builds_arrays_byte_for_byte(settin
             assert a[name].dtype == b[name].dtype and a[name].tobytes() == b[name].tobytes(), name
     joined = RewardTable.load(tmp_path / "joined.npz")
     assert "shard" not in joined.meta and joined.meta["joined_shards"] == 4 and joined.meta["n_arms"] == 7
+    assert joined.meta["calls_answered"] == whole.meta["calls_answered"]  # the shards' calls add up to the whole's
 
 
 def test_shards_that_are_not_one_whole_build_do_not_join(setting, tmp_path):

@@ -52,6 +52,7 @@ class LLMClient:
         self._wrap: tuple[str, str] | None = None
         self._opens_think = False
         self.progress: Callable[[int], None] | None = None  # told how many calls were answered, batch by batch
+        self.answered = {"here": 0, "cache": 0}  # distinct calls answered by the backend, and read from the cache
 
     # ---- prompts ------------------------------------------------------------------------------
     @property
@@ -194,6 +195,8 @@ class LLMClient:
             if key not in results:
                 first_row_of.setdefault(key, row)
         misses = list(first_row_of.values())
+        self.answered["here"] += len(misses)
+        self.answered["cache"] += len(hits)
         if self.progress is not None and len(keys) > len(misses):
             self.progress(len(keys) - len(misses))  # cached, or asked twice in this call
         log_rows: list[CallRecord] = []

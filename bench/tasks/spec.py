@@ -47,7 +47,7 @@ from typing import Any, Sequence
 from bench.errors import ConfigError, DataError
 from bench.items import Item
 from bench.metrics import ChrF, numbers_equal
-from bench.tasks.base import SplitSpec, Task, normalise_text, read_rows
+from bench.tasks.base import SplitSpec, Task, normalise_text
 from bench.tasks.classification import ClassificationTask
 from bench.tasks.gsm8k import extract_number
 
