@@ -21,13 +21,13 @@ status=0
 "$PY" -m reports.claims "$STUDY" "$mode" docs/reports.md "$STUDY/README.md" studies/tables/README.md README.md || status=$?
 for table in studies/tables/*.npz; do
   out="${table%.npz}"
-  [[ -f "$out/replay/rows.jsonl" ]] || continue
-  if [[ -n "${CORES:-}" ]]; then  # the cores at the n_val they were committed with
+  if [[ -n "${CORES:-}" && -f "$out/rq1-cores.json" ]]; then  # the cores at the n_val they were committed with
     n_val=$("$PY" -c "import json, sys; print(json.load(open(sys.argv[1]))['env']['n_val'])" "$out/rq1-cores.json")
     echo "== $table: cores (n_val $n_val)"
     N_VAL="$n_val" STEPS=cores bash scripts/table_study.sh "$table" "$out"
   fi
   # the settings the saved fits were made with (a table replayed under an earlier protocol keeps its own)
+  [[ -f "$out/replay/rows.jsonl" && -f "$out/replay/summary.json" ]] || continue
   read -r n_val margin < <("$PY" -c "import json, sys; d = json.load(open(sys.argv[1])); print(d['n_val'], d['comparisons'][0]['margin'])" "$out/replay/summary.json")
   echo "== $table: summaries (n_val $n_val, margin $margin)"
   N_VAL="$n_val" MARGIN="$margin" STEPS=summaries bash scripts/table_study.sh "$table" "$out"
