@@ -257,7 +257,7 @@ def parse_methods(args, linear: bool) -> list[str]:
     return methods
 
 
-def table_world(args, env_info: dict):
+def table_world(args, env_info: dict, encoder=None):
     """table:FILE: the recorded table's arms and items, embedded as the harness embeds them; per run, a seeded
     --n-val of the table's validation pool is what the bandit pulls on (the truth stays the whole pool)."""
     from bench.encoder import Encoder
@@ -269,7 +269,7 @@ def table_world(args, env_info: dict):
     meta = table.meta
     _, splits, members = table_splits(table, args.data_dir or default_data_dir(), path)
     items = {it.id: it for it in splits.validation + splits.test}
-    enc = Encoder()
+    enc = encoder or Encoder()  # a caller's encoder keeps its embeddings between runs (the knob sweep's settings)
     demo = enc.encode_items(splits.pool, with_output=True)
     pool_rows = table.validation
     queries_all = enc.encode_items([items[i] for i in table.item_ids[pool_rows]])
@@ -301,10 +301,10 @@ def table_world(args, env_info: dict):
     return instance
 
 
-def worlds(args, noise: float, env_info: dict):
+def worlds(args, noise: float, env_info: dict, encoder=None):
     """A function run -> World: a new instance per run for the families, one fixed world otherwise."""
     if args.env.startswith("table:"):
-        return table_world(args, env_info)
+        return table_world(args, env_info, encoder)
     if args.env not in ENVS:
         raise ConfigError(f"--env must be one of {', '.join(ENVS)}, got {args.env!r}")
     if args.env == "linear":
@@ -533,7 +533,7 @@ def updated_file(args, env_info: dict, keys: set) -> dict:
     return earlier
 
 
-def run(argv: list[str]) -> dict:
+def run(argv: list[str], encoder=None) -> dict:
     args = parser().parse_args(argv)
     args.neural_overrides = parse_neural(args.neural)
     linear = args.env == "linear"
@@ -546,7 +546,7 @@ def run(argv: list[str]) -> dict:
                       "instances": "one per run" if args.env in FAMILIES else "one for all runs"}
     # the run's settings checked before any model loads, then the environment's once it is built
     earlier = updated_file(args, env_info, {"name", "m", "epsilon", "delta", "cs", "seed", "runs"})
-    world_of = worlds(args, noise, env_info)
+    world_of = worlds(args, noise, env_info, encoder)
     earlier = updated_file(args, env_info, set(env_info) | set(earlier.get("env", {})))
     results, traces = [], {}
     for name in methods:

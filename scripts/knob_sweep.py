@@ -70,7 +70,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--settings", choices=["open", "stated"], default="open",
                    help="open: one open knob at a time; stated: every setting the paper states (and CASE beside it)")
     args = p.parse_args(argv)
+    from bench.encoder import Encoder
     from bench.simulate import run
+
+    encoder = Encoder()  # one for every setting: the table's texts are embedded once, not once a setting
 
     args.out.mkdir(parents=True, exist_ok=True)
     done_path = args.out / "sweep.json"
@@ -84,7 +87,7 @@ def main(argv: list[str]) -> int:
         began = time.perf_counter()
         out = run(["--env", f"table:{args.table}", "--methods", label if neural is None else "dearicl", "--runs",
                    str(args.runs), "--n-val", str(args.n_val), "--budget", str(args.budget), "--m", str(args.m),
-                   "--challengers", str(args.challengers), "--neural", neural or "", "--no-progress"])
+                   "--challengers", str(args.challengers), "--neural", neural or "", "--no-progress"], encoder=encoder)
         row = out["results"][0]
         done[label] = {"neural": neural, "seconds": round(time.perf_counter() - began, 1), "env": out["env"],
                        **{k: row.get(k) for k in ("mean_rounds", "rounds_se", "mean_pulls", "pulls_se", "mean_calls",
