@@ -745,10 +745,38 @@ def demo_block(folder: Path, base: str = "zero-shot") -> str:
             + summary_table(results) + "\n```\n")
 
 
+def reach_block(tables: Path) -> str:
+    """What the design can decide: per replayed table, the plan's margin on its deciding metric against the MDD of
+    each comparison's primary test (an "equivalent" needs margin >= MDD), from the replays' summaries."""
+    rows = []
+    for folder in sorted(p for p in tables.glob("*-gemma3-270m") if (p / "replay" / "summary.json").is_file()):
+        replay = folder / "replay"
+        path = replay / ("summary-chrf.json" if (replay / "summary-chrf.json").is_file() else "summary.json")
+        summary = json.loads(path.read_text())
+        primary = [c["primary"] for c in summary["comparisons"] if "primary" in c]
+        if not primary:
+            continue  # an earlier protocol's summary (no per-item arms): no primary test
+        mdds = [q["mdd"] for q in primary]
+        margin = primary[0]["margin"]
+        metric = ("chrF" if path.name == "summary-chrf.json" else summary["meta"].get("metric", "metric")
+                  if summary["test_metric"] == "metric" else summary["test_metric"])
+        rows.append([folder.name.split("-")[0], metric, f"±{margin:g}", f"{min(mdds):.3f}–{max(mdds):.3f}",
+                     f"{sum(margin < m for m in mdds)} of {len(mdds)}",
+                     f"{sum(q['verdict'].startswith('equivalent') for q in primary)}"])
+    if not rows:
+        return "(no replay yet)\n"
+    return ("Per table, the plan's margin against the MDD of each comparison's primary test (two-way bootstrap, 80% "
+            "power at Holm's strictest level): where the margin is below the MDD, the design cannot show "
+            "equivalence and the verdict reads \"cannot decide (margin < MDD)\" unless the difference test "
+            "decides:\n\n" + _table(["table", "deciding metric", "margin", "MDD (range over the comparisons)",
+                                      "comparisons with margin < MDD", "equivalent"], rows) + "\n")
+
+
 def table_blocks(tables: Path) -> dict[str, str]:
     """`table-NAME-replay` and `table-NAME-cores` for every reward-table study folder under `tables`."""
     out = ({"table-ablations": ablation_block(tables), "table-rq": rq_block(tables), "table-stats": stats_block(tables),
-            "table-certified": certified_block(tables), "headline": headline_block(tables)} if tables.is_dir() else {})
+            "table-certified": certified_block(tables), "headline": headline_block(tables),
+            "table-reach": reach_block(tables)} if tables.is_dir() else {})
     for folder in sorted(p for p in tables.glob("*-gemma3-270m") if p.is_dir()) if tables.is_dir() else []:
         name = folder.name.split("-")[0]
         if (folder / "replay" / "summary.json").is_file():
