@@ -16,6 +16,7 @@ from scipy import stats
 from tqdm.auto import tqdm
 
 from bench.errors import ConfigError, DataError, unknown_name
+from bench.log import LOG
 from bench.options import HelpFormatter, Parser, default_data_dir
 from dearicl.arms import arm_embeddings, build_arms, cluster_labels, slot_similarity_features
 from dearicl.bandit import BanditConfig, GapIndexTopM
@@ -520,14 +521,35 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
     return row, trace0
 
 
+# what a run's rows do not depend on: where they go and how they are shown, and which methods run
+NOT_SETTINGS = {"methods", "out", "update", "plot", "scatter", "no_progress", "data_dir"}
+
+
+def run_arguments(args) -> dict:
+    """Every option a run's rows depend on, as given (JSON types): kept in env, so an --update can compare them."""
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in sorted(vars(args).items())
+            if k not in NOT_SETTINGS and k != "neural_overrides"}
+
+
 def updated_file(args, env_info: dict, keys: set) -> dict:
     """With --update, the results file to update, refused in one line unless it was run with these settings."""
     if not args.update:
         return {}
     if not (args.out and args.out.is_file()):
         raise ConfigError("--update needs --out naming an existing results file")
-    earlier = json.loads(args.out.read_text())
-    differ = sorted(k for k in keys if earlier["env"].get(k) != env_info.get(k))
+    try:
+        earlier = json.loads(args.out.read_text())
+        earlier_env = earlier["env"]
+    except (ValueError, KeyError, TypeError):
+        raise ConfigError(f"--update: {args.out} is not a bench simulate results file") from None
+    differ = sorted(k for k in keys - {"arguments"} if earlier_env.get(k) != env_info.get(k))
+    had, now = earlier_env.get("arguments"), env_info["arguments"]
+    if had is not None:
+        differ += sorted(f"--{k.replace('_', '-')}" for k in set(had) | set(now)
+                         if k not in keys and had.get(k) != now.get(k))
+    elif keys != {"name", "m", "epsilon", "delta", "cs", "seed", "runs"}:  # said once, after the environment's check
+        LOG.warning("--update: %s predates the options record (budget, challengers, ...): only its environment is "
+                    "checked", args.out)
     if differ:
         raise ConfigError(f"--update: {args.out} was run with other settings ({', '.join(differ)}); rerun it whole")
     return earlier
@@ -543,7 +565,8 @@ def run(argv: list[str], encoder=None) -> dict:
     noise = args.noise if args.noise is not None else (0.5 if linear else 0.1)
     env_info: dict = {"name": args.env, "simulated": True, "m": m, "epsilon": epsilon, "delta": args.delta,
                       "noise": noise, "cs": args.cs, "seed": args.seed, "runs": args.runs,
-                      "instances": "one per run" if args.env in FAMILIES else "one for all runs"}
+                      "instances": "one per run" if args.env in FAMILIES else "one for all runs",
+                      "arguments": run_arguments(args)}
     # the run's settings checked before any model loads, then the environment's once it is built
     earlier = updated_file(args, env_info, {"name", "m", "epsilon", "delta", "cs", "seed", "runs"})
     world_of = worlds(args, noise, env_info, encoder)

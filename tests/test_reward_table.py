@@ -96,13 +96,24 @@ def test_simulate_replays_a_table_and_labels_it_recorded(table, tmp_path, data_d
     assert timeless[0] == timeless[1] and after["results"][0] == before["results"][0]  # lucb's row made again
     assert set(after["traces"]) == {"case", "lucb"}
     assert "case " in capsys.readouterr().out  # the text is the whole file's, as a full run prints it
+    assert after["env"]["arguments"]["budget"] == 12  # every option the rows depend on is kept, so it is compared
     for argv, message in ((["--methods", "lucb", "--runs", "3", "--update"], "other settings (runs)"),
+                          (["--methods", "lucb", "--runs", "2", "--update", "--budget", "20"], "(--budget)"),
+                          (["--methods", "lucb", "--runs", "2", "--update", "--challengers", "2"], "(--challengers)"),
+                          (["--methods", "lucb", "--runs", "2", "--update", "--n-val", "5"], "(--n-val)"),
                           (["--methods", "lucb", "--runs", "2", "--update", "--out", str(tmp_path / "none.json")],
                            "needs --out naming an existing")):
         assert main(base + argv) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and message in err
     assert json.loads(out.read_text()) == after  # a refused update leaves the file as it was
+    legacy = {**after, "env": {k: v for k, v in after["env"].items() if k != "arguments"}}  # saved before options were
+    out.write_text(json.dumps(legacy))
+    assert main(base + ["--methods", "lucb", "--runs", "2", "--update", "--n-val", "5"]) == 2  # the table's env says
+    assert "other settings (n_val)" in capsys.readouterr().err
+    assert main(base + ["--methods", "lucb", "--runs", "2", "--update"]) == 0  # the same settings: updated, said so
+    assert "predates the options record" in capsys.readouterr().err
+    assert json.loads(out.read_text())["env"]["arguments"]["budget"] == 12
 
 
 def test_a_replay_reports_rounds_calls_and_the_eps_error_bound_with_the_knobs_it_ran(table, tmp_path, data_dir):
