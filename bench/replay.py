@@ -316,7 +316,9 @@ def render(summary: dict, meta: dict, n_val: int, reward: str, metric_name: str 
 
 def fit_settings(params: dict, n_val: int, reward: str, budget: int | None) -> dict:
     """What a fit depends on beyond its method and seed: a resumed row must have been made with the same."""
-    return {"n_val": n_val, "reward": reward, "budget": budget, "params": {k: params[k] for k in sorted(params)}}
+    # as a saved row reads back (tuples become lists), so a resume compares like with like
+    return json.loads(json.dumps({"n_val": n_val, "reward": reward, "budget": budget,
+                                  "params": {k: params[k] for k in sorted(params)}}))
 
 
 def refuse_other_settings(rows: list[dict], out: Path, methods: list[str], params: dict, n_val: int, reward: str,

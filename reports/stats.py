@@ -152,6 +152,8 @@ def planned_verdict(p_diff: float, p_equiv: float, margin: float, mdd: float, al
     design can reach (margin >= MDD); below it the design cannot show equivalence, whatever the TOST says."""
     if not math.isnan(p_diff) and p_diff < alpha:
         return "differs"
+    if math.isnan(mdd):  # too few observations to know what the design can detect: no equivalence either
+        return "cannot decide (no MDD)"
     if margin < mdd:
         return "cannot decide (margin < MDD)"
     return "equivalent within the margin" if p_equiv < alpha else "cannot decide"

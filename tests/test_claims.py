@@ -1,6 +1,5 @@
 """reports/claims.py: the study's claims computed from its run folders, and the READMEs' blocks checked against them."""
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -78,6 +77,7 @@ def test_verdicts_rest_on_the_difference_test_and_the_tost():
     # a TOST that passes with a margin below the design's MDD is not an equivalence (the analysis plan's rule)
     tight = claims.seed_level([0.5, 0.52, 0.48, 0.51, 0.49, 0.5], [0.5] * 6, 0.019)
     assert tight["p_tost"] < 0.05 and tight["mdd"] > 0.019 and tight["verdict"] == "cannot decide (margin < MDD)"
+    assert claims.seed_level([0.5, 0.501], [0.5, 0.5005], 0.02)["verdict"] == "cannot decide (no MDD)"  # 2 seeds
 
 
 def test_zero_one_scores_are_decided_by_mcnemar():
@@ -153,9 +153,9 @@ def test_a_stale_number_typed_into_prose_fails_the_check(tmp_path, capsys):
     text = (ROOT / "studies" / "embedded-2026-11" / "README.md").read_text()
     clean = claims.unbacked_numbers(text)
     assert clean == []
-    planted = text.replace("(Δ −0.19 ± 0.73,\n  TOST p = 0.025;", "(Δ −9.87 ± 0.73,\n  TOST p = 0.025;", 1)
+    planted = text.replace("(Δ −0.19 ± 0.73, paired t\n  p = 0.69;", "(Δ −9.87 ± 0.73, paired t\n  p = 0.69;", 1)
     assert planted != text
-    line = text[:text.index("(Δ −0.19 ± 0.73,\n  TOST p = 0.025;")].count("\n") + 1
+    line = text[:text.index("(Δ −0.19 ± 0.73, paired t\n  p = 0.69;")].count("\n") + 1
     assert claims.unbacked_numbers(planted) == [(line, ["−9.87"])]
     quoted = text + "\nThe paper reports p = 0.0123 for its gain (Table 1: 68.83 vs 65.40).\n"
     assert [n for _, n in claims.unbacked_numbers(quoted)] == [["0.0123"]]

@@ -610,7 +610,7 @@ def test_a_staged_build_records_a_seeded_part_of_the_test_items_and_the_whole_bu
     assert staged.meta["calls_answered"] == {"here": 3 * 6, "cache": 0}
     assert full.meta["calls_answered"] == {"here": 3, "cache": 3 * 6}
     from reports.claims import _built
-    assert _built(full.meta).endswith("for 3 calls (18 from an earlier process's cache)")
+    assert _built(full.meta).endswith("for 3 calls (18 read from its cache, answered earlier)")
     columns = [list(full.item_ids).index(i) for i in staged.item_ids]
     assert np.array_equal(full.loglik[:, columns], staged.loglik)
 
