@@ -12,7 +12,7 @@ PY="$ROOT/.venv/bin/python"
 # one torch thread: a neural fit's float sums differ between thread counts, and so do DEARICL's stop rounds (8-28 of 50 runs)
 export HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 BENCH_DATA_DIR="${BENCH_DATA_DIR:-$ROOT/../shared/data}"
 mkdir -p "$OUT"
-timed() { local label="$1"; shift; local began; began=$(date +%s); "$@"; echo "$label: $(( $(date +%s) - began )) s" >> "$OUT/times.log"; }
+timed() { local label="$1"; shift; local began; began=$(date +%s); "$@" || return; echo "$label: $(( $(date +%s) - began )) s" >> "$OUT/times.log"; }
 # the paper's settings: 20 validation items a pull (its calls / rounds: 2600 / 130 and 1580 / 79, l.808 and l.817),
 # m = 10, eps = 0.1, delta = 0.05 (l.780); at most 300 pulls (6000 calls), this study's cap. N_VAL=10 gives the
 # earlier study's setting.
@@ -24,9 +24,12 @@ STEPS="${STEPS:-cores replay sweep stated certified}"  # a subset reruns parts, 
   --methods case,case-script,dearicl,dearicl-paper,dearicl-paper-schedule,dearicl-random,lucb,dearicl-pac --runs "$RUNS" --n-val "$N_VAL" \
   --budget 300 --no-progress --out "$OUT/rq1-cores.json" > "$OUT/rq1-cores.txt"
 # the cores' dearicl-paper alone, its row replaced in rq1-cores (after an edit of the paper's settings; the same seeds)
-[[ " $STEPS " == *" paper-core "* ]] && timed "rq1 cores, dearicl-paper updated ($RUNS runs)" "$PY" -m bench simulate \
-  --env "table:$TABLE" --methods dearicl-paper --runs "$RUNS" --n-val "$N_VAL" --budget 300 --no-progress \
-  --out "$OUT/rq1-cores.json" --update > "$OUT/rq1-cores.txt.part" && mv "$OUT/rq1-cores.txt.part" "$OUT/rq1-cores.txt"
+if [[ " $STEPS " == *" paper-core "* ]]; then  # a failed update stops the script; the old text stays
+  timed "rq1 cores, dearicl-paper updated ($RUNS runs)" "$PY" -m bench simulate --env "table:$TABLE" \
+    --methods dearicl-paper --runs "$RUNS" --n-val "$N_VAL" --budget 300 --no-progress --out "$OUT/rq1-cores.json" \
+    --update > "$OUT/rq1-cores.txt.part"
+  mv "$OUT/rq1-cores.txt.part" "$OUT/rq1-cores.txt"
+fi
 # the harness's selectors, paper and harness schedules of DEARICL side by side; resumable through OUT/replay
 REPLAY=(-m bench table replay "$TABLE" --seeds "$RUNS" --n-val "$N_VAL" --llm-budget $((300 * N_VAL))
   --methods case-static,dearicl-static:paper,dearicl-static,lucb-static,dearicl-pac-static,dearicl-dynamic,dearicl-random,dearicl-noexplore,dearicl-pac-dynamic
