@@ -772,7 +772,10 @@ def reach_block(tables: Path) -> str:
             continue  # an earlier protocol's summary (no per-item arms): no primary test
         mdds = [q["mdd"] for q in primary]
         margin = primary[0]["margin"]
-        metric = ("chrF" if path.name == "summary-chrf.json" else summary["meta"].get("metric", "metric")
+        meta = summary["meta"]  # a table saved before `metric` was kept: a ranked task's metric is accuracy
+        task_metric = meta.get("metric") or ("accuracy" if meta.get("answering", {}).get("scoring") == "rank"
+                                             else "metric")
+        metric = ("chrF" if path.name == "summary-chrf.json" else task_metric
                   if summary["test_metric"] == "metric" else summary["test_metric"])
         rows.append([folder.name.split("-")[0], metric, f"±{margin:g}", f"{min(mdds):.3f}–{max(mdds):.3f}",
                      f"{sum(not margin >= m for m in mdds)} of {len(mdds)}",
