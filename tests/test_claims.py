@@ -163,3 +163,26 @@ def test_a_stale_number_typed_into_prose_fails_the_check(tmp_path, capsys):
     page.write_text(planted)
     assert claims.main([str(STUDY), "--check", str(page)]) == 1
     assert f"{page}:{line}: prose states a test result with −9.87" in capsys.readouterr().err
+
+
+def test_a_stated_row_run_under_an_earlier_definition_is_marked_and_not_counted(tmp_path):
+    """A stated-settings row whose stored setting differs from the sweep's present definition (e.g. run before the
+    network was added) is shown as such and gets no verdict."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from knob_sweep import STATED_SETTINGS
+
+    label = "stated, 1 epoch a round (l.396), c_t constant"
+    env = {"runs": 2, "n_val": 20}
+    row = {"rounds": [3, 90], "mean_rounds": 46.5, "rounds_se": 43.5, "mean_calls": 100, "eps_error_rate": 0.0,
+           "eps_error_ucb95": 0.78, "env": env}
+    folder = tmp_path / "toy-gemma3-270m"
+    (folder / "sweep-stated").mkdir(parents=True)
+    (folder / "sweep-stated" / "sweep.json").write_text(json.dumps({label: {**row, "neural": STATED_SETTINGS[label]}}))
+    assert not claims.stale_setting(label, {"neural": STATED_SETTINGS[label]})
+    assert "not counted" not in claims.stated_block(folder)
+    (folder / "sweep-stated" / "sweep.json").write_text(json.dumps({label: {**row, "neural": "log_k=arms"}}))
+    assert claims.stale_setting(label, {"neural": "log_k=arms"})
+    text = claims.stated_block(folder)
+    assert "(run under an earlier definition of the setting)" in text and "not counted" in text
