@@ -203,7 +203,8 @@ def summarise(rows: list[dict], table: RewardTable, reward: str, baseline: str, 
     methods = list(dict.fromkeys(r["method"] for r in rows))
     by = {m: {r["seed"]: r for r in rows if r["method"] == m} for m in methods}
     test_cols = table.test
-    metric = table.values(metric_name).mean(axis=2)[:, test_cols].mean(axis=1)
+    values = table.values(metric_name)  # [arms, items, samples], or [arms, items] for a log-likelihood column
+    metric = values.reshape(len(values), len(table.item_ids), -1).mean(axis=2)[:, test_cols].mean(axis=1)
     truth = table.true_means(reward)
     # the arms' own test scores: what choosing well or badly can reach
     summary = {"reference": {"truth_best_arm": float(metric[int(np.argmax(truth))]), "mean_arm": float(metric.mean()),
@@ -352,6 +353,7 @@ def run(path: Path, methods: list[str], params: dict, seeds: list[int], n_val: i
         raise ConfigError(f"--margin must be > 0, got {margin}")
     replay = Replay.load(path, data_dir, Encoder())
     reward = replay.table.default_reward if reward == "auto" else reward
+    default_metric = metric_name == "auto"  # its summary is summary.json; another metric's is summary-NAME.json
     if metric_name == "auto":  # the task's metric where recorded, else what a pull returns
         metric_name = "metric" if "metric" in replay.table.columns else reward
     replay.table.values(reward), replay.table.values(metric_name)  # a column the table lacks fails before any fit
@@ -386,7 +388,7 @@ def run(path: Path, methods: list[str], params: dict, seeds: list[int], n_val: i
               "recorded": True, "simulated": False, **summary}
     text = render(summary, replay.table.meta, n_val, reward, metric_name)
     if out is not None:
-        suffix = "" if metric_name == "metric" else f"-{metric_name}"  # the same fits, scored another way
+        suffix = "" if default_metric or metric_name == "metric" else f"-{metric_name}"  # the same fits, scored otherwise
         (out / f"summary{suffix}.json").write_text(json.dumps(result, indent=1))
         (out / f"summary{suffix}.md").write_text(text + "\n")
     LOG.info("replayed %d fits from %s", len(todo), path)

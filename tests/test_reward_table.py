@@ -557,7 +557,7 @@ def _gold_first(context: str, continuation: str) -> float:
 
 
 def test_a_loglik_table_holds_only_the_gold_loglik_from_the_same_calls_as_a_generation_build(gsm8k_setting, encoder,
-                                                                                             tmp_path):
+                                                                                             tmp_path, data_dir):
     from fakes import FakeBackend, varied
 
     task, splits, params = gsm8k_setting
@@ -571,6 +571,16 @@ def test_a_loglik_table_holds_only_the_gold_loglik_from_the_same_calls_as_a_gene
     with pytest.raises(ConfigError, match="holds no 'rewards' \\(it holds loglik\\)"):
         only.values("rewards")
     assert only.default_reward == "loglik" and only.values("auto") is only.loglik
+    # the harness's selectors replay from it, scored by the column itself ([arms, items]: no samples axis)
+    only.save(tmp_path / "only.npz")
+    argv = ["table", "replay", str(tmp_path / "only.npz"), "--methods", "case-static,lucb-static", "--seeds", "2",
+            "--n-val", "2", "--data-dir", str(data_dir), "--no-progress", "--out", str(tmp_path / "replay")]
+    for name in ("case-static", "lucb-static"):
+        argv += [arg for key in ("m", "challengers", "cold_start", "max_pulls") for arg in
+                 ("--param", f"{name}.{key}={ {'m': 1, 'challengers': 1, 'cold_start': 2, 'max_pulls': 4}[key]}")]
+    assert main(argv) == 0
+    summary = json.loads((tmp_path / "replay" / "summary.json").read_text())
+    assert summary["test_metric"] == "loglik" and 0 < summary["reference"]["mean_arm"] <= 1
     # a generation build later finds every gold log-likelihood in the cache: the same calls, the same numbers
     asked = len(backend.prompts)
     full = build(task, splits, LLMClient(backend, cache, params=params), encoder, None, n_arms=3, k=2, seed=0,
