@@ -382,14 +382,14 @@ def ablation_block(tables: Path, base: str = "dearicl-dynamic",
     rows = []
     for folder in sorted(p for p in tables.glob("*-gemma3-270m") if (p / "replay" / "summary.json").is_file()):
         main = json.loads((folder / "replay" / "summary.json").read_text())
-        metric = "chrf" if (folder / "replay" / "summary-chrf.json").is_file() else "metric"
+        metric = "chrf" if (folder / "replay" / "summary-chrf.json").is_file() else main["test_metric"]
         fits = [json.loads(line) for line in (folder / "replay" / "rows.jsonl").read_text().splitlines() if line]
         fits = [r for r in fits if r["method"] in (base, *ablations)]
         if {r["method"] for r in fits} != {base, *ablations}:
             continue
         table = RewardTable.load(tables / f"{folder.name}.npz")
         margin = main["comparisons"][0]["margin"]
-        got = summarise(fits, table, main["reward"], base, margin if metric == "metric" else 0.02, metric)
+        got = summarise(fits, table, main["reward"], base, margin if metric == main["test_metric"] else 0.02, metric)
         score = {m["method"]: m["test_score"] for m in got["methods"]}
         for c in got["comparisons"]:
             if "primary" not in c:  # replayed before the plan kept per-item arms
@@ -626,6 +626,16 @@ def flat_tables(folders: list[Path]) -> list[tuple[str, float, int]]:
     return out
 
 
+def test_band(folder: Path, metric: str) -> float:
+    """The width of the band of the arms' test means under the replay's test metric (max - min over the arms)."""
+    from bench.reward_table import RewardTable
+
+    table = RewardTable.load(folder.parent / f"{folder.name}.npz")
+    values = table.values(metric)
+    means = values.reshape(len(values), len(table.item_ids), -1).mean(axis=2)[:, table.test].mean(axis=1)
+    return float(means.max() - means.min())
+
+
 def headline_block(tables: Path) -> str:
     """The README's headline, every number read from the table studies and every verdict the plan's
     (studies/tables/ANALYSIS_PLAN.md): RQ1a per stated setting, RQ1b and RQ3 per CASE variant, the certified
@@ -738,6 +748,10 @@ def headline_block(tables: Path) -> str:
                               ["comparisons"] if c["method"] == "dearicl-static:paper" and "primary" in c), None)
                     other = "" if b is None else (f"; BERTScore beside it, not the plan's metric: {b['diff']:+.4f}, "
                                                   f"{b['verdict']}, Holm p {_p(b['p_holm'])}")
+                band = test_band(folder, json.loads(path.read_text())["test_metric"])
+                if band <= 2 * q["margin"]:  # a margin as wide as the arms' whole band says little
+                    other += (f"; the ±{q['margin']:g} margin spans the arms' whole band of test means, "
+                              f"{band:.3f} wide")
                 verdicts.append(f"{folder.name.split('-')[0]} {q['diff']:+.3f} ({q['verdict']}, Holm p "
                                 f"{_p(q['p_holm'])}{other})")
     waiting = [f.name.split("-")[0] for f in folders if not any(f.name.split("-")[0] == v.split()[0] for v in verdicts)]
