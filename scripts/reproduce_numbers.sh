@@ -28,8 +28,9 @@ for table in studies/tables/*.npz; do
   fi
   # the settings the saved fits were made with (a table replayed under an earlier protocol keeps its own)
   [[ -f "$out/replay/rows.jsonl" && -f "$out/replay/summary.json" ]] || continue
-  read -r n_val margin < <("$PY" -c "import json, sys; d = json.load(open(sys.argv[1])); print(d['n_val'], d['comparisons'][0]['margin'])" "$out/replay/summary.json")
-  echo "== $table: summaries (n_val $n_val, margin $margin)"
+  # a replay under the analysis plan takes each metric's planned margin; an earlier protocol's keeps its one margin
+  read -r n_val margin < <("$PY" -c "import json, sys; d = json.load(open(sys.argv[1])); c = d['comparisons'][0]; print(d['n_val'], '' if 'primary' in c else c['margin'])" "$out/replay/summary.json")
+  echo "== $table: summaries (n_val $n_val${margin:+, margin $margin})"
   N_VAL="$n_val" MARGIN="$margin" STEPS=summaries bash scripts/table_study.sh "$table" "$out"
 done
 "$PY" -m bench report "$STUDY" > /dev/null
