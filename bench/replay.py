@@ -120,8 +120,7 @@ class Replay:
         score on each item (the mean over the recorded samples)."""
         table = self.table
         held = [name for name in table.columns if name != "rewards" and (name != "loglik" or "metric" not in table.columns)]
-        return {name: table.values(name).reshape(len(table.rewards), len(table.item_ids), -1).mean(axis=2)
-                for name in held}  # a log-likelihood table's loglik is its only score
+        return {name: table.item_scores(name) for name in held}  # a log-likelihood table's loglik is its only score
 
     def fit_and_score(self, name: str, params: dict, seed: int, n_val: int, reward: str, budget: int | None) -> dict:
         from methods.base import FitContext, create
@@ -203,8 +202,7 @@ def summarise(rows: list[dict], table: RewardTable, reward: str, baseline: str, 
     methods = list(dict.fromkeys(r["method"] for r in rows))
     by = {m: {r["seed"]: r for r in rows if r["method"] == m} for m in methods}
     test_cols = table.test
-    values = table.values(metric_name)  # [arms, items, samples], or [arms, items] for a log-likelihood column
-    metric = values.reshape(len(values), len(table.item_ids), -1).mean(axis=2)[:, test_cols].mean(axis=1)
+    metric = table.item_scores(metric_name)[:, test_cols].mean(axis=1)
     truth = table.true_means(reward)
     # the arms' own test scores: what choosing well or badly can reach
     summary = {"reference": {"truth_best_arm": float(metric[int(np.argmax(truth))]), "mean_arm": float(metric.mean()),
@@ -267,8 +265,7 @@ def primary_tests(summary: dict, by: dict, baseline: str, others: list[str], tab
     from reports.stats import bootstrap_seeds_items, planned_verdict
     from statsmodels.stats.multitest import multipletests
 
-    values = table.values(metric_name)
-    scores = values.reshape(len(values), len(table.item_ids), -1).mean(axis=2)[:, table.test]  # [arms, test items]
+    scores = table.item_scores(metric_name)[:, table.test]  # [arms, test items]
     cols = np.arange(scores.shape[1])
     got = []
     for m in others:

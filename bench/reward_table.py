@@ -95,6 +95,12 @@ class RewardTable:
     def test(self) -> np.ndarray:
         return np.flatnonzero(self.split == "test")
 
+    def item_scores(self, what: str) -> np.ndarray:
+        """Each arm's score on each item, [arms, items]: the mean over the recorded samples (a log-likelihood column
+        has none to average)."""
+        values = self.values(what)
+        return values.reshape(len(values), len(self.item_ids), -1).mean(axis=2)
+
     def true_means(self, what: str = "rewards", split: str = "validation") -> np.ndarray:
         """Each arm's exact mean over the split's items (and samples): the truth a replay is judged by."""
         cols = self.validation if split == "validation" else self.test

@@ -523,6 +523,8 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
 
 # what a run's rows do not depend on: where they go and how they are shown, and which methods run
 NOT_SETTINGS = {"methods", "out", "update", "plot", "scatter", "no_progress", "data_dir"}
+# the environment's keys known before any model loads (the rest once the world is built)
+EARLY_KEYS = {"name", "m", "epsilon", "delta", "cs", "seed", "runs"}
 
 
 def run_arguments(args) -> dict:
@@ -547,7 +549,7 @@ def updated_file(args, env_info: dict, keys: set) -> dict:
     if had is not None:
         differ += sorted(f"--{k.replace('_', '-')}" for k in set(had) | set(now)
                          if k not in keys and had.get(k) != now.get(k))
-    elif keys != {"name", "m", "epsilon", "delta", "cs", "seed", "runs"}:  # said once, after the environment's check
+    elif keys != EARLY_KEYS:  # said once, after the environment's check
         LOG.warning("--update: %s predates the options record (budget, challengers, ...): only its environment is "
                     "checked", args.out)
     if differ:
@@ -568,7 +570,7 @@ def run(argv: list[str], encoder=None) -> dict:
                       "instances": "one per run" if args.env in FAMILIES else "one for all runs",
                       "arguments": run_arguments(args)}
     # the run's settings checked before any model loads, then the environment's once it is built
-    earlier = updated_file(args, env_info, {"name", "m", "epsilon", "delta", "cs", "seed", "runs"})
+    earlier = updated_file(args, env_info, EARLY_KEYS)
     world_of = worlds(args, noise, env_info, encoder)
     earlier = updated_file(args, env_info, set(env_info) | set(earlier.get("env", {})))
     results, traces = [], {}

@@ -631,8 +631,7 @@ def test_band(folder: Path, metric: str) -> float:
     from bench.reward_table import RewardTable
 
     table = RewardTable.load(folder.parent / f"{folder.name}.npz")
-    values = table.values(metric)
-    means = values.reshape(len(values), len(table.item_ids), -1).mean(axis=2)[:, table.test].mean(axis=1)
+    means = table.item_scores(metric)[:, table.test].mean(axis=1)
     return float(means.max() - means.min())
 
 
