@@ -380,6 +380,15 @@ def log_tail(job, lines: int = 12) -> str:
     return "(no log)"
 
 
+def failure_line(error: Exception) -> str:
+    """What stopped a cell, in one line: the last line of the traceback submitit carries back (the exception and its
+    message), which the cell's log may not hold yet when the sweep reads it."""
+    text = str(error)
+    parts = text.split("-" * 22 + "\n")  # submitit's FailedJobError: the trace between two rules, then log paths
+    lines = [l.strip() for l in (parts[1] if len(parts) >= 3 else text).splitlines() if l.strip()]
+    return lines[-1] if lines else type(error).__name__
+
+
 def launch(grid: Grid, out: Path, launcher: str, workers: int, slurm: SlurmSettings,
            command: Callable[[list[str]], int], timeout_min: int = 24 * 60, poll_s: float = 1.0,
            stream=None) -> dict[str, str]:
@@ -441,11 +450,11 @@ def launch(grid: Grid, out: Path, launcher: str, workers: int, slurm: SlurmSetti
                     job.result()
                     status[name] = "done"
                     progress.durations.append(time.time() - began)
-                except Exception:  # the cell's failure, reported; the other cells go on
+                except Exception as error:  # the cell's failure, reported; the other cells go on
                     status[name] = "failed"
-                    print(f"[sweep] FAILED {name} (job {job.job_id}); the last lines of its log "
-                          f"({job.paths.stderr}):\n" + "\n".join("    " + l for l in log_tail(job).splitlines()),
-                          file=stream, flush=True)
+                    print(f"[sweep] FAILED {name} (job {job.job_id}): {failure_line(error)}\n  the last lines of "
+                          f"its log ({job.paths.stderr}):\n"
+                          + "\n".join("    " + l for l in log_tail(job).splitlines()), file=stream, flush=True)
             finished = sum(s in ("done", "skipped") for s in status.values())
             failed = sum(s == "failed" for s in status.values())
             progress.show(finished, len(running), failed, len(queue))

@@ -195,6 +195,22 @@ def test_a_failed_cell_is_reported_with_its_logs_last_lines_and_the_others_finis
     assert "1 failed: tasks=nosuchtask" in (out / "report.md").read_text()
 
 
+def test_a_cell_that_raised_is_reported_by_its_exception_even_when_its_log_holds_only_earlier_lines():
+    """Found on a fresh machine: a cell that raised while loading its model was reported by its log's one line
+    about shared cores; the exception itself came back only in submitit's traceback."""
+    from submitit.core.utils import FailedJobError
+
+    from bench.sweep import failure_line
+
+    carried = FailedJobError('Job (task=0) failed during processing with trace:\n----------------------\nTraceback '
+                             '(most recent call last):\n  File "bench/llm/embedded.py", line 32, in _gemma_gguf\n'
+                             '    return Path(pkg.assemble())\nFileExistsError: gemma.gguf already exists with an '
+                             'unexpected sha256\n\n----------------------\nYou can check full logs with '
+                             "'job.stderr(0)' and 'job.stdout(0)'or at paths:\n  - /x/log.err\n  - /x/log.out\n")
+    assert failure_line(carried) == "FileExistsError: gemma.gguf already exists with an unexpected sha256"
+    assert failure_line(RuntimeError("boom")) == "boom" and failure_line(RuntimeError()) == "RuntimeError"
+
+
 def test_a_killed_sweep_resumes_without_repeating_a_finished_cell_or_an_answered_call(tmp_path):
     slow = Answers(delay=0.15)  # a cell takes seconds: the kill lands while some are under way
     try:

