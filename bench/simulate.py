@@ -6,6 +6,7 @@ LLM's rewards replayed from a reward table (`--env table:FILE`, bench/reward_tab
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from tqdm.auto import tqdm
 from bench.errors import ConfigError, DataError, unknown_name
 from bench.log import LOG
 from bench.options import HelpFormatter, Parser, default_data_dir
+from bench.run_options import positive
 from dearicl.arms import arm_embeddings, build_arms, cluster_labels, slot_similarity_features
 from dearicl.bandit import BanditConfig, GapIndexTopM
 from dearicl.confidence import (CONFIDENCE_SEQUENCES, LUCB, QuantileLUCB, quantile_sample_size, quantile_target,
@@ -104,7 +106,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--neural", default="", metavar="KEY=VALUE,...",
                    help="NeuralConfig overrides for the DEARICL methods (the open knobs: mc_passes, width_scale, "
                         "width_schedule, stability_init, bias_init, estimate, lr, epochs_per_round, batch_size, ...)")
-    p.add_argument("--runs", type=int, default=10, help="runs; each family run is a new random instance")
+    p.add_argument("--runs", type=positive, default=10, help="runs; each family run is a new random instance")
     p.add_argument("--seed", type=int, default=0, help="seed of the instances and the methods' randomness")
     p.add_argument("--m", type=int, default=None, help="top-m size (default 2 linear, 10 otherwise)")
     p.add_argument("--challengers", type=int, default=5, help="|C_t|: challengers kept beside the top m")
@@ -124,6 +126,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--update", action="store_true",
                    help="--out exists: rerun only --methods and replace their rows in it, the others kept (the same "
                         "environment and settings are required, so every row stays comparable)")
+    p.add_argument("--checkpoint", type=Path, default=None, metavar="FILE.jsonl",
+                   help="each finished run appended to FILE; a rerun with the same settings (any --runs) takes those "
+                        "runs back and computes only the others, with the same results (each run is seeded by its "
+                        "index): a row of slow runs (the paper's 100 epochs a round) finishes over several sittings")
     p.add_argument("--plot", type=Path, default=None, help="PNG of gap index and simple regret per round (run 0)")
     p.add_argument("--scatter", type=Path, default=None, help="PNG: mean pulls vs eps-error rate per method")
     # linear
@@ -399,19 +405,64 @@ def lower_bound95(successes: list) -> float:
     return float(stats.beta.ppf(0.05, k, n - k + 1)) if k > 0 else 0.0
 
 
+def _plain(value):
+    """numpy scalars and arrays as JSON's own types (a checkpoint line)."""
+    return value.tolist() if hasattr(value, "tolist") else str(value)
+
+
+def checkpointed(args, name: str) -> tuple[str, dict[int, dict]]:
+    """The key of this method's runs under these settings (every option but --runs and where things go), and the runs
+    --checkpoint already holds under that key; lines of other settings or methods are left alone."""
+    record = {k: v for k, v in run_arguments(args).items() if k not in ("runs", "checkpoint")}
+    key = hashlib.sha256(json.dumps({"method": name, "arguments": record}, sort_keys=True,
+                                    default=str).encode()).hexdigest()[:16]
+    saved: dict[int, dict] = {}
+    if args.checkpoint and args.checkpoint.is_file():
+        text = args.checkpoint.read_text(encoding="utf-8")
+        if text and not text.endswith("\n"):  # a line cut by a kill: the next run starts a line of its own
+            with args.checkpoint.open("a", encoding="utf-8") as f:
+                f.write("\n")
+        for line in text.splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line cut by a kill: that run is computed again
+            if entry.get("key") == key:
+                saved[int(entry["run"])] = entry
+        if saved:
+            LOG.info("%s: %d runs taken back from %s", name, sum(r < args.runs for r in saved), args.checkpoint)
+    return key, saved
+
+
+def absorb(entry: dict, per_run: dict, stops: dict, trace0: list) -> dict:
+    """One run's values into the method's lists (fresh or taken back from a checkpoint alike)."""
+    for k, values in per_run.items():
+        if k in entry:
+            values.append(entry[k])
+    stops[entry["stopped_by"]] = stops.get(entry["stopped_by"], 0) + 1
+    if "trace" in entry:
+        trace0[:] = entry["trace"]
+    return entry
+
+
 def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, linear: bool) -> tuple[dict, list]:
     spec = SIM_METHODS[name]
     per_run: dict[str, list] = {"pulls": [], "rounds": [], "calls": [], "error": [], "eps_error": [], "regret": [],
                                 "coverage": [], "seconds": [], "eps_error_pool": [], "oracle_floor_pool": [],
                                 "regret_pool": [], "event": [], "sample_miss": []}
     stops: dict[str, int] = {}
-    trace0: list = []
+    trace0: list = []  # run 0's trace, filled in place
     # CASE off GIFA's linear environment: the harness's sigma and patience, or the named variant's
     case = {**CASE_DEFAULTS, **spec.case}
     case_sigma = noise if linear or case["sigma"] == "noise" else case["sigma"]
     patience = args.patience if args.patience is not None else (case["patience"] if spec.kind == "linear" and not linear
                                                                 else 0)
+    key, saved = checkpointed(args, name)
     for r in tqdm(range(args.runs), desc=f"simulate {name}", disable=True if args.no_progress else None):
+        if r in saved:  # finished in an earlier sitting under the same settings
+            last = absorb(saved[r], per_run, stops, trace0)
+            continue
+        entry: dict = {"key": key, "run": r}
         world = world_of(r)
         env = world.make_env(np.random.default_rng([args.seed, r]))
         began = time.perf_counter()
@@ -426,8 +477,8 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
                                     cs=spec.cs or args.cs, seed=args.seed * 1000 + r, **spec.lucb)
             res = quantile.run()
             # the sampling half of delta: the sample held no arm of the top rho
-            per_run["sample_miss"].append(float(env.true_means[quantile.sample].max()
-                                                < quantile_target(env.true_means, args.rho) - 1e-12))
+            entry["sample_miss"] = float(env.true_means[quantile.sample].max()
+                                         < quantile_target(env.true_means, args.rho) - 1e-12)
         elif spec.kind == "pac":
             surrogate = NeuralSurrogate(world.queries, world.arm_emb, delta=args.delta,
                                         config=NeuralConfig(seed=args.seed + r))
@@ -452,35 +503,40 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
                                seed=args.seed * 1000 + r, max_rounds=200_000 if linear else 10_000,
                                patience=patience)
             res = GapIndexTopM(env, surrogate, cfg).run()
-        per_run["seconds"].append(time.perf_counter() - began)
-        truth, target = env.true_means, getattr(env, "target", "truth")
+        entry["seconds"] = time.perf_counter() - began
+        truth = env.true_means
+        entry.update(target=getattr(env, "target", "truth"), n_arms=env.n_arms)
         best = np.sort(truth)[::-1]
         if spec.kind == "quantile":  # its target: one arm within epsilon of the top rho fraction
             bar = quantile_target(truth, args.rho)
-            per_run["error"].append(float(truth[res.top_m[0]] < bar))
-            per_run["eps_error"].append(float(truth[res.top_m[0]] < bar - epsilon - 1e-12))
+            entry["error"] = float(truth[res.top_m[0]] < bar)
+            entry["eps_error"] = float(truth[res.top_m[0]] < bar - epsilon - 1e-12)
         else:
-            per_run["error"].append(float(set(res.top_m) != set(np.argsort(-truth, kind="stable")[:m].tolist())))
+            entry["error"] = float(set(res.top_m) != set(np.argsort(-truth, kind="stable")[:m].tolist()))
             # (epsilon, delta)-PAC: every returned arm within epsilon of the true m-th best
-            per_run["eps_error"].append(float(np.any(truth[res.top_m] < best[m - 1] - epsilon - 1e-12)))
-        per_run["regret"].append(true_simple_regret(truth, res.top_m))
+            entry["eps_error"] = float(np.any(truth[res.top_m] < best[m - 1] - epsilon - 1e-12))
+        entry["regret"] = true_simple_regret(truth, res.top_m)
         if getattr(env, "target", "") == "fixed set":  # the pool beside it, and the floor the fixed set sets there
             pool, oracle = env.pool_means, np.argsort(-truth, kind="stable")[:m]
             bar_pool = np.sort(pool)[::-1][m - 1] - epsilon - 1e-12
-            per_run["eps_error_pool"].append(float(np.any(pool[res.top_m] < bar_pool)))
-            per_run["oracle_floor_pool"].append(float(np.any(pool[oracle] < bar_pool)))
-            per_run["regret_pool"].append(true_simple_regret(pool, res.top_m))
-        per_run["pulls"].append(res.pulls)
-        per_run["rounds"].append(res.rounds)
+            entry["eps_error_pool"] = float(np.any(pool[res.top_m] < bar_pool))
+            entry["oracle_floor_pool"] = float(np.any(pool[oracle] < bar_pool))
+            entry["regret_pool"] = true_simple_regret(pool, res.top_m)
+        entry["pulls"] = res.pulls
+        entry["rounds"] = res.rounds
         if hasattr(env, "harness_calls"):
-            per_run["calls"].append(env.harness_calls())
+            entry["calls"] = env.harness_calls()
         if res.coverage is not None:
-            per_run["coverage"].append(res.coverage)
+            entry["coverage"] = res.coverage
         if getattr(res, "event_held", None) is not None:
-            per_run["event"].append(float(res.event_held))
-        stops[res.stopped_by] = stops.get(res.stopped_by, 0) + 1
+            entry["event"] = float(res.event_held)
+        entry["stopped_by"] = res.stopped_by
         if r == 0:
-            trace0 = res.trace
+            entry["trace"] = res.trace
+        if args.checkpoint:
+            with args.checkpoint.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(entry, default=_plain) + "\n")
+        last = absorb(json.loads(json.dumps(entry, default=_plain)), per_run, stops, trace0)  # as a resumed run reads it
     neural = {**spec.neural, **args.neural_overrides} if spec.kind in ("neural", "pac") else {}
     if spec.kind == "pac":
         neural["stop"] = spec.stop
@@ -492,7 +548,7 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
     if spec.kind == "linear":  # which CASE ran: the harness's, or the named variant
         neural.update(sigma=case_sigma, patience=patience)
     if spec.kind == "quantile":
-        neural.update(rho=args.rho, m=1, arms_sampled=min(quantile_sample_size(args.rho, args.delta), env.n_arms))
+        neural.update(rho=args.rho, m=1, arms_sampled=min(quantile_sample_size(args.rho, args.delta), last["n_arms"]))
     row = {"method": name, "simulated": not args.env.startswith("table:"), "runs": args.runs, "kind": spec.kind,
            "settings": neural, "delta": args.delta}
     for key, label in (("pulls", "mean_pulls"), ("error", "error_rate"), ("eps_error", "eps_error_rate"),
@@ -506,7 +562,7 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
     if per_run["sample_miss"]:  # quantile-PAC's other half of delta
         row.update(sampling_miss_rate=float(np.mean(per_run["sample_miss"])),
                    sampling_miss_ucb95=upper_bound95(per_run["sample_miss"]))
-    row["target"] = target  # what eps-error, regret and coverage are judged against: what the pulls estimate
+    row["target"] = last["target"]  # what eps-error, regret and coverage are judged against: what the pulls estimate
     if per_run["eps_error_pool"]:  # a table's fixed set: the pool as a second target, with the protocol's floor
         row.update(eps_error_pool_rate=float(np.mean(per_run["eps_error_pool"])),
                    eps_error_pool_ucb95=upper_bound95(per_run["eps_error_pool"]),
@@ -522,7 +578,7 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
 
 
 # what a run's rows do not depend on: where they go and how they are shown, and which methods run
-NOT_SETTINGS = {"methods", "out", "update", "plot", "scatter", "no_progress", "data_dir"}
+NOT_SETTINGS = {"methods", "out", "update", "plot", "scatter", "no_progress", "data_dir", "checkpoint"}
 # the environment's keys known before any model loads (the rest once the world is built)
 EARLY_KEYS = {"name", "m", "epsilon", "delta", "cs", "seed", "runs"}
 

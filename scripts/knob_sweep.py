@@ -6,7 +6,8 @@ paper's 79-130 rounds.
 
 One `bench simulate --env table:FILE --methods dearicl --neural ...` per setting (RECORDED rewards, exact truth),
 every setting on the same runs (seeded validation draws); one knob moved at a time from the harness's defaults,
-then the paper's own schedule with each knob. Writes sweep.json and sweep.md; resumes setting by setting.
+then the paper's own schedule with each knob. Writes sweep.json and sweep.md; resumes setting by setting, and within
+a setting run by run (runs.jsonl holds each finished run: a row at l.782's 100 epochs a round outlasts a sitting).
 """
 from __future__ import annotations
 
@@ -87,7 +88,8 @@ def main(argv: list[str]) -> int:
         began = time.perf_counter()
         out = run(["--env", f"table:{args.table}", "--methods", label if neural is None else "dearicl", "--runs",
                    str(args.runs), "--n-val", str(args.n_val), "--budget", str(args.budget), "--m", str(args.m),
-                   "--challengers", str(args.challengers), "--neural", neural or "", "--no-progress"], encoder=encoder)
+                   "--challengers", str(args.challengers), "--neural", neural or "", "--no-progress",
+                   "--checkpoint", str(args.out / "runs.jsonl")], encoder=encoder)
         row = out["results"][0]
         done[label] = {"neural": neural, "seconds": round(time.perf_counter() - began, 1), "env": out["env"],
                        **{k: row.get(k) for k in ("mean_rounds", "rounds_se", "mean_pulls", "pulls_se", "mean_calls",

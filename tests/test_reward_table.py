@@ -307,6 +307,8 @@ def test_the_knob_sweep_runs_each_setting_on_the_table_and_reports_the_paper_ran
     assert sweep.main(rerun) == 0
     again = json.loads((out / "sweep.json").read_text())["N 16"]
     assert again["neural"] == "mc_passes=16" and again["seconds"] >= 0
+    # run by run: its two runs were kept in runs.jsonl the first time, and taken back rather than run again
+    assert len((out / "runs.jsonl").read_text().splitlines()) == 2 and again["rounds"] == done["N 16"]["rounds"]
 
     # every setting the paper states, CASE's two settings beside them; --skip leaves the costly ones for later
     stated = tmp_path / "stated"

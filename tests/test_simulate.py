@@ -248,3 +248,43 @@ def test_every_surrogate_setting_the_paper_states_is_the_configs_in_simulate_the
     script = (root / "scripts" / "table_study.sh").read_text()
     replay = {key: yaml.safe_load(value) for key, value in re.findall(r'"dearicl-static:paper\.(\w+)=([^"]+)"', script)}
     assert surrogate(replay) == stated
+
+
+def test_a_checkpoint_takes_finished_runs_back_and_a_resumed_row_equals_one_run_whole(tmp_path, data_dir):
+    """A row of slow runs (the paper's 100 epochs a round: about an hour a run) finishes over several sittings: each
+    finished run is appended to --checkpoint, and a rerun computes only the runs it lacks, with the same results."""
+    ckpt = tmp_path / "runs.jsonl"
+
+    def simulate(out, runs, *extra):
+        code = main(["simulate", "--env", "order", "--methods", "dearicl,lucb-quantile,dearicl-pac", "--data-dir",
+                     str(data_dir), "--task", "aquarat", "--pool-size", "60", "--n-arms", "24", "--n-val", "5", "--m",
+                     "3", "--challengers", "2", "--budget", "40", "--runs", str(runs), "--out", str(tmp_path / out),
+                     "--no-progress", *extra])
+        assert code == 0
+        return json.loads((tmp_path / out).read_text())
+
+    def lines():
+        return [json.loads(line) for line in ckpt.read_text().splitlines()]
+
+    def same(row):  # what a row reports, less the time its runs took
+        return {k: v for k, v in row.items() if k != "mean_seconds"}
+
+    whole = simulate("whole.json", 3)
+    simulate("first.json", 2, "--checkpoint", str(ckpt))
+    assert len(lines()) == 6 and {e["run"] for e in lines()} == {0, 1}
+    with ckpt.open("a") as f:
+        f.write('{"key": "cut by a kill')  # half a line: its run is computed again
+    resumed = simulate("resumed.json", 3, "--checkpoint", str(ckpt))
+    fresh = [json.loads(line) for line in ckpt.read_text().splitlines()[7:]]
+    assert sorted(e["run"] for e in fresh) == [2, 2, 2]  # only the run it lacked, once a method
+    assert [same(r) for r in resumed["results"]] == [same(r) for r in whole["results"]]
+    untimed = {m: [{k: v for k, v in step.items() if "seconds" not in k} for step in trace]
+               for m, trace in whole["traces"].items()}
+    assert {m: [{k: v for k, v in step.items() if "seconds" not in k} for step in trace]
+            for m, trace in resumed["traces"].items()} == untimed
+    again = simulate("again.json", 3, "--checkpoint", str(ckpt))  # nothing left to compute
+    assert len(ckpt.read_text().splitlines()) == 10
+    assert [same(r) for r in again["results"]] == [same(r) for r in whole["results"]]
+    other = simulate("other.json", 1, "--checkpoint", str(ckpt), "--budget", "30")  # other settings: none taken back
+    assert len(ckpt.read_text().splitlines()) == 13
+    assert all(p <= 30 for r in other["results"] for p in r["pulls"])
