@@ -8,7 +8,8 @@
 # tables; lucb-wor and lucb-paired-wor on the difficulty family under the population protocol; every fixed-set
 # certified method on a CUSTOM landscape with close arms and an exact truth (configs/landscapes/close_arms.py; RUNS
 # noise draws of one instance; the neural dearicl-pac at PAC_RUNS, default RUNS). Three streams, one thread each;
-# a part whose JSON exists is skipped, so a stopped study resumes. Then OUT/tables.md.
+# a part whose JSON exists is skipped, and a cut part goes on from its last finished run (NAME.runs.jsonl), so a
+# stopped study resumes. Then OUT/tables.md.
 #   bash scripts/certification_study.sh [OUT_DIR]        (default studies/bandit/certification; RUNS=100)
 #   STREAMS="simulated" bash scripts/certification_study.sh     # one stream only (simulated, tables or custom)
 #   EVENTS=1 bash scripts/certification_study.sh                # rerun the parts saved before the event rate was kept
@@ -30,9 +31,12 @@ sim() {  # name, then bench simulate's arguments
   local name=$1; shift
   recorded "$OUT/$name.json" && return 0
   local began; began=$(date +%s)
+  # each finished run goes to NAME.runs.jsonl: a part cut by the end of a sitting goes on from its last run
+  [[ -s "$OUT/$name.runs.jsonl" ]] || : > "$OUT/$name.txt"  # its printout: afresh, or continued
   .venv/bin/python -m bench simulate "$@" --runs "$RUNS" --seed 0 --budget "${BUDGET:-20000}" --no-progress \
-    --out "$OUT/$name.json.part" > "$OUT/$name.txt" 2>&1
+    --checkpoint "$OUT/$name.runs.jsonl" --out "$OUT/$name.json.part" >> "$OUT/$name.txt" 2>&1
   mv "$OUT/$name.json.part" "$OUT/$name.json"
+  rm -f "$OUT/$name.runs.jsonl"
   echo "$name: $(( $(date +%s) - began )) s" >> "$OUT/times.log"
 }
 MODEL_FREE=lucb,lucb-kl,lucb-paired,lucb-quantile
