@@ -366,12 +366,17 @@ def test_a_sweep_of_the_embedded_model_gives_the_records_of_its_cells_run_one_by
         assert records(alone) == records(cell), cell.name
 
 
-def test_slurm_jobs_keep_the_embedding_cache_on_their_nodes_own_disk(tmp_path):
+def test_slurm_jobs_keep_the_embedding_cache_on_their_nodes_own_disk(tmp_path, monkeypatch):
     """The embedding cache is SQLite in WAL mode, unsafe over a network filesystem: a Slurm job's script points it at
     the node's temporary folder unless the submitting environment names one; the script really sets it so."""
     from bench.sweep import SlurmSettings, executor
 
-    ex = executor("slurm", tmp_path, SlurmSettings(), 60)
+    fake = tmp_path / "bin"  # submitit's Slurm executor needs an srun on PATH to be built; the script is only read here
+    fake.mkdir()
+    (fake / "srun").write_text("#!/bin/sh\nexit 1\n")
+    (fake / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    ex = executor("slurm", tmp_path / "logs", SlurmSettings(), 60)
     script = ex._executor._make_submission_file_text("true", "x")
     setup = script.split("# setup\n", 1)[1].split("\n\n", 1)[0]
     show = 'echo "$BENCH_EMBEDDING_CACHE"'
