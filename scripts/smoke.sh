@@ -35,7 +35,7 @@ one() {  # a config: run it, then compare it with its reference (or, with --upda
 MODE=${1:-}
 mkdir -p "$OUT"
 names=(${SMOKE_CONFIGS:-smoke smoke-signal})
-jobs=${SMOKE_JOBS:-$(nproc)}
+jobs=${SMOKE_JOBS:-$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)}  # nproc alone obeys OMP_NUM_THREADS (1 here)
 status=0
 for ((i = 0; i < ${#names[@]}; i += jobs)); do
   pids=()
