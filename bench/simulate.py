@@ -533,10 +533,11 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
         entry["stopped_by"] = res.stopped_by
         if r == 0:
             entry["trace"] = res.trace
+        line = json.dumps(entry, default=_plain)  # serialised once: written, and read back as a resumed run reads it
         if args.checkpoint:
             with args.checkpoint.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(entry, default=_plain) + "\n")
-        last = absorb(json.loads(json.dumps(entry, default=_plain)), per_run, stops, trace0)  # as a resumed run reads it
+                f.write(line + "\n")
+        last = absorb(json.loads(line), per_run, stops, trace0)
     neural = {**spec.neural, **args.neural_overrides} if spec.kind in ("neural", "pac") else {}
     if spec.kind == "pac":
         neural["stop"] = spec.stop
