@@ -57,9 +57,11 @@ SIM_METHODS = {
     "dearicl-mc-mean": SimMethod("neural", neural={"estimate": "mc-mean"}),  # MC-dropout mean as mu_hat
     # every setting the paper states (configs/paper.yaml): Algorithm 1's one epoch a round at lr 1e-4, batch 16,
     # K = |A| in log(2K^2/delta) (l.1295), rho_hat the MC-dropout mean (l.1298), PiRank's (256, 256, 128, 64)
-    # network (l.858; l.1295 names F_theta the PiRank surrogate); c_t constant (it states none)
+    # network (l.858; l.1295 names F_theta the PiRank surrogate), one set of N MC passes a round (l.1296); c_t constant
+    # (it states none)
     "dearicl-paper": SimMethod("neural", neural={"epochs_per_round": 1, "lr": 1e-4, "batch_size": 16, "log_k": "arms",
-                                                 "estimate": "mc-mean", "hidden": (256, 256, 128, 64)}),
+                                                 "estimate": "mc-mean", "hidden": (256, 256, 128, 64),
+                                                 "mc_draws": "per-round"}),
     "lucb": SimMethod("model-free", "lucb"),  # per-arm anytime confidence sequences (dearicl/confidence.py)
     "lucb-kl": SimMethod("model-free", "lucb", cs="kl"),  # KL-LUCB: Chernoff-KL sequences (Kaufmann & Kalyanakrishnan 2013)
     # LUCB++'s one-sided split: members' lower sides at delta / (2 (K - m)), outsiders' upper sides at delta / (2 m)

@@ -26,6 +26,12 @@ Deviations from the paper that remain in the defaults (each a NeuralConfig knob,
 - The placeholders before anything is measured, eps_stab = M = 1 (`stability_init`) and b_a = M/2
   (`bias_init`), and N = 256 passes (`mc_passes`) are this code's: the paper leaves all three open. Together they
   set DEARICL's 3-round stop (2.05 -> 1.05 -> 0.05) in the study.
+- Each MC-dropout estimate draws its own N passes (`mc_draws="per-call"`): rho_hat of U_t, of C_t and the widths of
+  one round come from different passes. The paper's surrogate "outputs N stochastic predictions (N MC-dropout forward
+  passes) per arm" at round t (l.1296-1297), one set from which rho_hat and V_ij are both taken: `mc_draws="per-round"`
+  (one set of N masks per model state, drawn after each update, every arm's passes computed once and reused; ~5x fewer
+  MC forwards a round). Reason: the certification study and the smoke regression were recorded with per-call draws;
+  configs/paper.yaml and the knob sweep's stated rows set per-round.
 - Training: `epochs_per_round` 4 and lr 1e-3 here by default; configs/paper.yaml sets the paper's one epoch at
   1e-4 (l.396, l.781), which with 10 validation queries and batch 16 is one Adam step a round.
 """
@@ -46,6 +52,8 @@ MC_BUFFER_KEEP_BYTES = 256 * 2**20  # mc_samples keeps its work tensors between 
 WIDTH_SCHEDULES = ("constant", "inverse-sqrt", "sqrt-log")
 # K in the width's log(2K^2/delta): the arms compared (|U_t u C_t|, this code's default) or every arm, K = |A| (l.1296)
 LOG_KS = ("compared", "arms")
+# the MC-dropout passes behind rho_hat and V_ij: drawn afresh for each estimate, or one set a round (l.1296-1297)
+MC_DRAWS = ("per-call", "per-round")
 
 
 class Surrogate(ABC):
@@ -157,6 +165,7 @@ class NeuralConfig:
     bias_decay: float = 0.9  # moving average for the per-arm bias b_a
     estimate: str = "dropout-off"  # the arm estimate mu_hat: "dropout-off" or "mc-mean" (mean of the MC passes)
     log_k: str = "compared"  # K of log(2K^2/delta): "compared" (|U_t u C_t|) or "arms" (K = |A|, the paper's l.1296)
+    mc_draws: str = "per-call"  # "per-call" (fresh passes per estimate) or "per-round" (one set a round, l.1296-1297)
     seed: int = 0
 
     def __post_init__(self):
@@ -167,6 +176,8 @@ class NeuralConfig:
                               f"{', '.join(WIDTH_SCHEDULES)}")
         if self.log_k not in LOG_KS:
             raise ConfigError(f"unknown log_k '{self.log_k}'; choose one of {', '.join(LOG_KS)}")
+        if self.mc_draws not in MC_DRAWS:
+            raise ConfigError(f"unknown mc_draws '{self.mc_draws}'; choose one of {', '.join(MC_DRAWS)}")
 
 
 class NeuralSurrogate(Surrogate):
@@ -196,6 +207,8 @@ class NeuralSurrogate(Surrogate):
         self._before: dict[int, float] = {}
         self.mc_cache: tuple | None = None
         self._mc_buffers: dict = {}  # work tensors of mc_samples, reused
+        self._round_masks: list | None = None  # mc_draws="per-round": this model state's N dropout masks per layer
+        self._round_samples: dict[int, np.ndarray] = {}  # and each arm's N passes under them
         self._frozen = None  # numpy snapshot for fast ranking, rebuilt after each update
 
     # ---- data and training --------------------------------------------------------------------
@@ -237,6 +250,7 @@ class NeuralSurrogate(Surrogate):
                 loss.backward()
                 self.opt.step()
         self.mc_cache = None
+        self._round_masks, self._round_samples = None, {}  # a new model state: new passes (l.1296, "at round t")
         self._frozen = None
 
     def means(self, arms: np.ndarray) -> np.ndarray:
@@ -261,15 +275,39 @@ class NeuralSurrogate(Surrogate):
     def mc_samples(self, arms: np.ndarray) -> np.ndarray:
         """N stochastic (dropout-on) estimates of each arm's mean reward: [N, len(arms)].
 
-        One mask per pass, shared by every arm and query, so y_i^(k) - y_j^(k) are paired (V_ij). Computed in
-        reused buffers with in-place steps: the same floats as the plain layer-by-layer forward (a test checks
-        it bit for bit) at under half the time, as a fresh [N, arms, queries, h] tensor per step page-faults.
+        One mask per pass, shared by every arm and query, so y_i^(k) - y_j^(k) are paired (V_ij). per-call draws new
+        masks for each call (the last call is cached); per-round draws them once per model state and computes each
+        arm's passes once under them, so every estimate and width of a round comes from the same N passes.
         """
-        torch = self.torch
+        if self.cfg.mc_draws == "per-round":
+            return self._per_round_samples(np.asarray(arms))
         key = tuple(np.asarray(arms).tolist())
         if self.mc_cache is not None and self.mc_cache[0] == key:
             return self.mc_cache[1]
+        samples = self._mc_forward(arms)
+        self.mc_cache = (key, samples)
+        return samples
+
+    def _per_round_samples(self, arms: np.ndarray) -> np.ndarray:
+        if self._round_masks is None:  # drawn in the order, and with the shapes, that a per-call forward draws them
+            n, p = self.cfg.mc_passes, self.cfg.dropout
+            self._round_masks = [(self.torch.rand((n, 1, h), generator=self.gen) >= p).to(self.torch.float32)
+                                 for h in self.cfg.hidden]
+        missing = [a for a in dict.fromkeys(arms.tolist()) if a not in self._round_samples]
+        if missing:
+            fresh = self._mc_forward(np.array(missing), masks=self._round_masks)
+            self._round_samples.update({a: fresh[:, j] for j, a in enumerate(missing)})
+        return np.stack([self._round_samples[int(a)] for a in arms], axis=1)
+
+    def _mc_forward(self, arms: np.ndarray, masks: list | None = None) -> np.ndarray:
+        """The N dropout-on passes over `arms`, with new masks from the generator or the given ones (one per dropout
+        after the first Linear+ReLU). Computed in reused buffers with in-place steps: the same floats as the plain
+        layer-by-layer forward (a test checks it bit for bit) at under half the time, as a fresh
+        [N, arms, queries, h] tensor per step page-faults.
+        """
+        torch = self.torch
         n, p = self.cfg.mc_passes, self.cfg.dropout
+        masks = iter(masks) if masks is not None else None
         with torch.no_grad():
             # Linear+ReLU before the first dropout is the same in every pass: compute it once.
             x = self.model[:2](self.pairs(arms))  # [arms, queries, h]
@@ -278,7 +316,8 @@ class NeuralSurrogate(Surrogate):
             layers = list(self.model[2:])
             for i, layer in enumerate(layers):
                 if isinstance(layer, torch.nn.Dropout):
-                    keep = (torch.rand((n, 1, x.shape[-1]), generator=self.gen) >= p).to(torch.float32)
+                    keep = (next(masks) if masks is not None
+                            else (torch.rand((n, 1, x.shape[-1]), generator=self.gen) >= p).to(torch.float32))
                     if x.shape[0] == 1:  # the first dropout: broadcast the shared activations over the passes
                         x = torch.mul(x, keep, out=self._buffer(("drop", i), (n, n_arms * n_q, x.shape[-1])))
                     else:
@@ -294,7 +333,6 @@ class NeuralSurrogate(Surrogate):
                     x = layer(x.view(n, n_arms, n_q, -1))
             y = torch.sigmoid(x.squeeze(-1)).mean(dim=-1)  # [N, arms]
         samples = y.numpy().astype(np.float64)
-        self.mc_cache = (key, samples)
         if sum(b.numel() for b in self._mc_buffers.values()) * 4 > MC_BUFFER_KEEP_BYTES:
             self._mc_buffers = {}  # a wide call (many arms or queries): its buffers are not held past it
         return samples

@@ -67,7 +67,7 @@ class BanditSelector(Selector):
                  beta: str = "heuristic", sigma: float = 0.5, hidden: tuple[int, ...] = (256, 128),
                  dropout: float = 0.1, lr: float = 1e-3, epochs_per_round: int = 4, mc_passes: int = 256,
                  tau: float = 1.0, patience: int = 0, batch_size: int = 16, estimate: str = "dropout-off",
-                 width_schedule: str = "constant", log_k: str = "compared"):
+                 width_schedule: str = "constant", log_k: str = "compared", mc_draws: str = "per-call"):
         super().__init__(k)
         self.patience = patience  # 0: Algorithm 1's gap rule alone; CASE's script also waits 20 rounds
         self.n_arms, self.m, self.challengers, self.epsilon, self.delta = n_arms, m, challengers, epsilon, delta
@@ -75,7 +75,7 @@ class BanditSelector(Selector):
         # the surrogate's knobs (dearicl/surrogates.py lists which the paper states); an unknown name fails here
         self.neural = NeuralConfig(hidden=tuple(hidden), dropout=dropout, lr=lr, epochs_per_round=epochs_per_round,
                                    mc_passes=mc_passes, tau=tau, batch_size=batch_size, estimate=estimate,
-                                   width_schedule=width_schedule, log_k=log_k)
+                                   width_schedule=width_schedule, log_k=log_k, mc_draws=mc_draws)
 
     def selection_call_bound(self, n_val: int, n_test: int) -> int | None:
         """max_pulls pulls, plus one rescoring pull of each of the m returned arms (static selectors), each one

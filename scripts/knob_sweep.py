@@ -39,10 +39,11 @@ SETTINGS = {
     "lr 1e-3 x 4 epochs + starts 0": "stability_init=0.0,bias_init=0.0",
 }
 # every setting the paper states (configs/paper.yaml has each line): K = |A| (l.1295), rho_hat the MC-dropout mean
-# (l.1298), Adam at lr 1e-4 with batch 16 (l.781-782), 20 items a pull (--n-val 20: l.808 / l.817); two readings of the
+# (l.1298) over one set of N passes a round (l.1296), Adam at lr 1e-4 with batch 16 (l.781-782), 20 items a pull (--n-val 20: l.808 / l.817); two readings of the
 # training length, Algorithm 1's one epoch a round (l.396) and l.782's 100 epochs, each with every c_t schedule, since
 # the paper calls c_t "annealed, user-specified" (l.1305) and states none
-STATED = "log_k=arms,estimate=mc-mean,lr=0.0001,batch_size=16,hidden=256x256x128x64"  # the network: l.858, l.1295
+STATED = ("log_k=arms,estimate=mc-mean,mc_draws=per-round,lr=0.0001,batch_size=16,"
+          "hidden=256x256x128x64")  # the network: l.858, l.1295
 STATED_SETTINGS = {
     "K = |A| alone (l.1295; the harness's lr 1e-3 x 4 epochs)": "log_k=arms",
     **{f"stated, {epochs} a round (l.{line}), c_t {label}": f"{STATED},epochs_per_round={n},width_schedule={schedule}"

@@ -19,7 +19,8 @@ timed() { local label="$1"; shift; local began; began=$(date +%s); "$@" || retur
 N_VAL="${N_VAL:-20}"
 STEPS="${STEPS:-cores replay sweep stated certified}"  # a subset reruns parts, e.g. STEPS="replay sweep"; "summaries": the replay's
                                       # summaries again from its saved fits (OUT/replay/rows.jsonl), untimed;
-                                      # "paper-core": dearicl-paper's row of the cores again
+                                      # "paper-core": dearicl-paper's row of the cores again; "paper-replay": the
+                                      # replay's dearicl-static:paper fits again
 [[ " $STEPS " == *" cores "* ]] && timed "rq1 cores ($RUNS runs)" "$PY" -m bench simulate --env "table:$TABLE" \
   --methods case,case-script,dearicl,dearicl-paper,dearicl-paper-schedule,dearicl-random,lucb,dearicl-pac --runs "$RUNS" --n-val "$N_VAL" \
   --budget 300 --no-progress --out "$OUT/rq1-cores.json" > "$OUT/rq1-cores.txt"
@@ -35,11 +36,17 @@ REPLAY=(-m bench table replay "$TABLE" --seeds "$RUNS" --n-val "$N_VAL" --llm-bu
   --methods case-static,dearicl-static:paper,dearicl-static,lucb-static,dearicl-pac-static,dearicl-dynamic,dearicl-random,dearicl-noexplore,dearicl-pac-dynamic
   --param "dearicl-static:paper.epochs_per_round=1" --param "dearicl-static:paper.lr=0.0001"
   --param "dearicl-static:paper.hidden=[256,256,128,64]" --param "dearicl-static:paper.log_k=arms"
-  --param "dearicl-static:paper.estimate=mc-mean" ${MARGIN:+--margin "$MARGIN"} --no-progress --out "$OUT/replay")
+  --param "dearicl-static:paper.estimate=mc-mean" --param "dearicl-static:paper.mc_draws=per-round" ${MARGIN:+--margin "$MARGIN"} --no-progress --out "$OUT/replay")
 [[ " $STEPS " == *" replay "* ]] && timed "replay ($RUNS seeds)" "$PY" "${REPLAY[@]}"
+# the replay's dearicl-static:paper alone (after an edit of the paper's settings): its fits dropped, the others kept
+if [[ " $STEPS " == *" paper-replay "* ]]; then
+  "$PY" -c "import json, sys; p = sys.argv[1]; rows = [r for r in open(p) if r.strip()]
+open(p, 'w').writelines(r for r in rows if json.loads(r)['method'] != 'dearicl-static:paper')" "$OUT/replay/rows.jsonl"
+  timed "replay, dearicl-static:paper refitted ($RUNS seeds)" "$PY" "${REPLAY[@]}"
+fi
 [[ " $STEPS " == *" summaries "* ]] && "$PY" "${REPLAY[@]}" > /dev/null
 # a table with secondary metrics (WMT19's chrF): the same fits scored with each, beside summary.md
-[[ " $STEPS " == *" replay "* || " $STEPS " == *" summaries "* ]] && for extra in $("$PY" -c "from bench.reward_table import RewardTable; print(' '.join(RewardTable.load('$TABLE').extras))"); do
+[[ " $STEPS " == *" replay "* || " $STEPS " == *" summaries "* || " $STEPS " == *" paper-replay "* ]] && for extra in $("$PY" -c "from bench.reward_table import RewardTable; print(' '.join(RewardTable.load('$TABLE').extras))"); do
   "$PY" "${REPLAY[@]}" --table-metric "$extra" > /dev/null
 done
 [[ " $STEPS " == *" sweep "* ]] && timed "knob sweep (${SWEEP_RUNS:-$RUNS} runs a setting)" "$PY" "$ROOT/scripts/knob_sweep.py" "$TABLE" --runs "${SWEEP_RUNS:-$RUNS}" --n-val 10 \

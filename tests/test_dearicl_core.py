@@ -419,3 +419,36 @@ def test_mc_work_tensors_are_kept_only_while_small_and_until_ranking(monkeypatch
     s.mc_cache = None
     again = s.mc_samples(np.arange(4))
     assert not s._mc_buffers and again.shape == kept.shape  # too large to hold: released after the call
+
+
+def test_per_round_draws_give_every_estimate_of_a_round_the_same_passes_and_new_ones_after_an_update():
+    """mc_draws="per-round" (the paper's l.1296-1297: N passes per arm at round t, rho_hat and V_ij from them): an arm's
+    passes are the same in every call until the model changes, its first call equals a per-call draw (same masks),
+    and an update draws new ones; per-call draws new masks for each new arm set."""
+    arms, demo, q = small_world()
+    made = {}
+    for draws in ("per-call", "per-round"):
+        cfg = NeuralConfig(hidden=(16, 8), dropout=0.3, mc_passes=64, mc_draws=draws, estimate="mc-mean", seed=0)
+        made[draws] = NeuralSurrogate(q, arm_embeddings(arms, demo), config=cfg)
+    first = {d: s.mc_samples(np.array([0, 1, 2])) for d, s in made.items()}
+    np.testing.assert_allclose(first["per-round"], first["per-call"], rtol=0, atol=1e-6)  # the same masks drawn first
+    s = made["per-round"]
+    later = s.mc_samples(np.array([2, 4, 0]))  # arms 0 and 2 again, arm 4 new: all under the round's masks
+    np.testing.assert_allclose(later[:, [2, 0]], first["per-round"][:, [0, 2]], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(s.means(np.array([4])), s.mc_samples(np.array([4])).mean(axis=0), rtol=0, atol=0)
+    fresh_call = made["per-call"].mc_samples(np.array([2, 4, 0]))
+    assert not np.allclose(fresh_call[:, [2, 0]], first["per-call"][:, [0, 2]])  # per-call: new passes
+    with torch.no_grad():  # the same masks again, through a plain forward: arm 4's passes are right, not only cached
+        x = s.model[:2](s.pairs(np.array([4]))).unsqueeze(0)
+        masks = iter(s._round_masks)
+        for layer in s.model[2:]:
+            x = x * next(masks).unsqueeze(1) / (1 - layer.p) if isinstance(layer, torch.nn.Dropout) else layer(x)
+        plain = torch.sigmoid(x.squeeze(-1)).mean(dim=-1).numpy()
+    np.testing.assert_allclose(later[:, 1], plain[:, 0], rtol=0, atol=1e-6)
+    s.observe(0, np.full(len(q), 0.8))
+    s.update()
+    after = s.mc_samples(np.array([0, 1, 2]))
+    assert not np.allclose(after, first["per-round"])  # a new model state: new passes
+    np.testing.assert_array_equal(s.mc_samples(np.array([1])), after[:, [1]])
+    with pytest.raises(ConfigError, match="mc_draws"):
+        NeuralConfig(mc_draws="per-epoch")
