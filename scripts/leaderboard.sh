@@ -9,6 +9,8 @@
 #   TASKS="rules" SEEDS="0" bash scripts/leaderboard.sh        # a part
 #   STEPS="report" bash scripts/leaderboard.sh                 # the page again from what is published
 #   STEPS="publish" bash scripts/leaderboard.sh                # after an interruption: the finished cells published
+#   ONLY="few-shot" STEPS="live report" bash scripts/leaderboard.sh   # some live selectors first (bench --only): the
+#                                                              # baseline every paired test needs; the rest resume later
 source "$(dirname "$0")/_help.sh"  # -h/--help: the comment above, and nothing else
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,7 +52,7 @@ if [[ " $STEPS " == *" live "* ]]; then
       resume=(); [[ -f $work/config.json ]] && resume=(--resume)
       rc=0
       "$PY" -m bench --config configs/study.yaml --backend embedded --methods "$LIVE" --tasks "$task" --seed "$seed" \
-        --split-seed 0 --n-test 200 --pool-size 1000 --out "$work" "${resume[@]}" --no-progress \
+        --split-seed 0 --n-test 200 --pool-size 1000 --out "$work" "${resume[@]}" ${ONLY:+--only "$ONLY"} --no-progress \
         > "$WORK/$name.log" 2>&1 || rc=$?
       if [[ $rc -ne 0 && $rc -ne 3 ]]; then echo "leaderboard: $name stopped (exit $rc, see $WORK/$name.log)" >&2; exit $rc; fi
       publish "$name"

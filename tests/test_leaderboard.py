@@ -134,3 +134,17 @@ def test_the_verdict_rests_on_the_holm_adjusted_p_not_the_raw_one():
         cells[name] = cell
     row = {r["method"]: r for r in task_rows(cells, 2000)}["a"]
     assert row["p"] < 0.05 < row["p_holm"] and row["verdict"] == "not significant"
+
+
+def test_the_committed_page_is_what_the_committed_runs_and_replays_give(tmp_path):
+    """Every number on studies/leaderboard-2026-11 comes from files in the repository: its live cells' runs/ (once
+    ignored by git as if they were the root work folder) and its replays/; rendering them again gives the same page."""
+    import shutil
+    from pathlib import Path
+
+    committed = Path(__file__).resolve().parents[1] / "studies" / "leaderboard-2026-11"
+    copy = tmp_path / "study"
+    shutil.copytree(committed, copy, ignore=shutil.ignore_patterns("*.png"))
+    write(copy, committed.parents[0] / "tables")
+    assert (copy / "README.md").read_text() == (committed / "README.md").read_text()
+    assert json.loads((copy / "leaderboard.json").read_text()) == json.loads((committed / "leaderboard.json").read_text())
