@@ -3,6 +3,7 @@
 # (--mixture-weight), as pre-registered in studies/bandit/certification/PREREGISTRATION.md.
 #   bash scripts/certification_tuning.sh tune      # nonlinear at --seed 7, 40 runs, lucb-pp-wider at 9 (S, W) pairs
 #   bash scripts/certification_tuning.sh measure   # the chosen pair on the six families, --seed 0, 100 runs
+#   bash scripts/certification_tuning.sh tables    # the chosen pair on the recorded tables, as their certified cores ran
 #   bash scripts/certification_tuning.sh report    # the pre-registered endpoint per family: OUT/MEASURED.md
 # Parts whose JSON exists are skipped (a stopped run resumes). OUT=DIR (default studies/bandit/certification/tuning).
 source "$(dirname "$0")/_help.sh"  # -h/--help: the comment above, and nothing else
@@ -14,7 +15,7 @@ mkdir -p "$OUT"
 sim() {  # name, runs, then bench simulate's arguments
   local name=$1 runs=$2; shift 2
   [[ -s $OUT/$name.json ]] && return 0
-  .venv/bin/python -m bench simulate "$@" --runs "$runs" --budget 20000 --no-progress --out "$OUT/$name.json.part" \
+  .venv/bin/python -m bench simulate "$@" --runs "$runs" --budget "${BUDGET:-20000}" --no-progress --out "$OUT/$name.json.part" \
     > "$OUT/$name.txt" 2>&1
   mv "$OUT/$name.json.part" "$OUT/$name.json"
 }
@@ -49,6 +50,15 @@ PY
       sim "measure-$fam" 100 --env "$fam" --seed 0 --methods lucb-pp-wider --upper-share "$s" "${weight[@]}"
     done
     ;;
+  tables)  # each table's certified cores' protocol (scripts/table_study.sh): 100 runs, 20 items a pull, 2,000 pulls
+    read -r s w < "$OUT/CHOSEN"
+    weight=(); [[ $w != default ]] && weight=(--mixture-weight "$w")
+    for table in studies/tables/*.npz; do
+      name=$(basename "$table" -gemma3-270m.npz)
+      BUDGET=2000 sim "measure-table-$name" 100 --env "table:$table" --n-val 20 --seed 0 --methods lucb-pp-wider \
+        --upper-share "$s" "${weight[@]}"
+    done
+    ;;
   report)  # the pre-registered endpoint per family: paired ratio to the committed lucb runs of the same instances
     .venv/bin/python - "$OUT" <<'PY' | tee "$OUT/MEASURED.md"
 import importlib.util, json, sys
@@ -75,7 +85,24 @@ for fam in ("difficulty", "nonlinear", "slots", "pairwise", "order", "latent"):
     met = high <= 0.75 and errors == 0 and ours["event_rate_lcb95"] >= 0.95
     print(f"| {fam} | {base['mean_pulls']:.0f} | {ours['mean_pulls']:.0f} | {ratio} | {errors}/{ours['runs']} | "
           f"{ours['event_rate']:.2f} ({ours['event_rate_lcb95']:.3f}) | {'yes' if met else 'no'} |")
+tables = sorted(out.glob("measure-table-*.json"))
+if tables:
+    print("\nOn the RECORDED tables (not pre-registered as an endpoint: measured after the families), against `lucb` and "
+          "the default `lucb-pp-wider` of each table's certified cores (`<table>/certified-fixed-set.json`, the same "
+          "100 seeded fixed sets, 20 items a pull, at most 2,000 pulls):\n")
+    print("| table | lucb pulls | default lucb-pp-wider: ratio | tuned lucb-pp-wider pulls | ratio (95% BCa) | eps-error "
+          "| every-round event (95% lower) |")
+    print("|---|---|---|---|---|---|---|")
+for part in tables:
+    name = part.stem.removeprefix("measure-table-")
+    ours = json.loads(part.read_text())["results"][0]
+    rows = {r["method"]: r for r in json.loads(Path(f"studies/tables/{name}-gemma3-270m/certified-fixed-set.json")
+                                               .read_text())["results"]}
+    errors = round(ours["eps_error_rate"] * ours["runs"])
+    print(f"| {name} | {rows['lucb']['mean_pulls']:.0f} | {ct.paired_ratio(rows['lucb-pp-wider'], rows['lucb'])} | "
+          f"{ours['mean_pulls']:.0f} | {ct.paired_ratio(ours, rows['lucb'])} | {errors}/{ours['runs']} | "
+          f"{ours['event_rate']:.2f} ({ours['event_rate_lcb95']:.3f}) |")
 PY
     ;;
-  *) echo "usage: $0 tune|measure|report" >&2; exit 2 ;;
+  *) echo "usage: $0 tune|measure|tables|report" >&2; exit 2 ;;
 esac
