@@ -9,7 +9,7 @@ import argparse
 import hashlib
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -412,12 +412,18 @@ def _plain(value):
     return value.tolist() if hasattr(value, "tolist") else str(value)
 
 
+def checkpoint_key(args, name: str, definition: dict | None) -> str:
+    """A method's runs under these settings: its name, what it is (SIM_METHODS' entry: an edited method is not taken
+    back) and every option but --runs and where things go. definition None: the key before it was part of it."""
+    record = {k: v for k, v in run_arguments(args).items() if k not in ("runs", "checkpoint")}
+    keyed = {"method": name, "arguments": record} | ({} if definition is None else {"definition": definition})
+    return hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def checkpointed(args, name: str) -> tuple[str, dict[int, dict]]:
     """The key of this method's runs under these settings (every option but --runs and where things go), and the runs
     --checkpoint already holds under that key; lines of other settings or methods are left alone."""
-    record = {k: v for k, v in run_arguments(args).items() if k not in ("runs", "checkpoint")}
-    key = hashlib.sha256(json.dumps({"method": name, "arguments": record}, sort_keys=True,
-                                    default=str).encode()).hexdigest()[:16]
+    key = checkpoint_key(args, name, asdict(SIM_METHODS[name]))
     saved: dict[int, dict] = {}
     if args.checkpoint and args.checkpoint.is_file():
         text = args.checkpoint.read_text(encoding="utf-8")
@@ -483,7 +489,7 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
                                          < quantile_target(env.true_means, args.rho) - 1e-12)
         elif spec.kind == "pac":
             surrogate = NeuralSurrogate(world.queries, world.arm_emb, delta=args.delta,
-                                        config=NeuralConfig(seed=args.seed + r))
+                                        config=NeuralConfig(seed=args.seed + r, **{**spec.neural, **args.neural_overrides}))
             res = CertifiedTopM(env, surrogate, PacConfig(m=m, epsilon=epsilon, delta=args.delta,
                                                           cold_start=args.cold_start, max_pulls=args.budget, cs=args.cs,
                                                           stop=spec.stop, seed=args.seed * 1000 + r,

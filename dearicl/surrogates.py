@@ -29,8 +29,9 @@ Deviations from the paper that remain in the defaults (each a NeuralConfig knob,
 - Each MC-dropout estimate draws its own N passes (`mc_draws="per-call"`): rho_hat of U_t, of C_t and the widths of
   one round come from different passes. The paper's surrogate "outputs N stochastic predictions (N MC-dropout forward
   passes) per arm" at round t (l.1296-1297), one set from which rho_hat and V_ij are both taken: `mc_draws="per-round"`
-  (one set of N masks per model state, drawn after each update, every arm's passes computed once and reused; ~5x fewer
-  MC forwards a round). Reason: the certification study and the smoke regression were recorded with per-call draws;
+  (one set of N masks per model state, drawn after each update, every arm's passes computed once and reused; ~3x fewer
+  MC forwards a round at the paper's settings with estimate="mc-mean"; with "dropout-off" only the widths and pick use
+  the passes). Reason: the certification study and the smoke regression were recorded with per-call draws;
   configs/paper.yaml and the knob sweep's stated rows set per-round.
 - Training: `epochs_per_round` 4 and lr 1e-3 here by default; configs/paper.yaml sets the paper's one epoch at
   1e-4 (l.396, l.781), which with 10 validation queries and batch 16 is one Adam step a round.
@@ -277,7 +278,8 @@ class NeuralSurrogate(Surrogate):
 
         One mask per pass, shared by every arm and query, so y_i^(k) - y_j^(k) are paired (V_ij). per-call draws new
         masks for each call (the last call is cached); per-round draws them once per model state and computes each
-        arm's passes once under them, so every estimate and width of a round comes from the same N passes.
+        arm's passes once under them, so every MC estimate (estimate="mc-mean") and width of a round comes from the
+        same N passes.
         """
         if self.cfg.mc_draws == "per-round":
             return self._per_round_samples(np.asarray(arms))

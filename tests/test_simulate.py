@@ -1,4 +1,5 @@
 """`python -m bench simulate`: SIMULATED environments with known truth."""
+import dataclasses
 import json
 
 import numpy as np
@@ -288,3 +289,11 @@ def test_a_checkpoint_takes_finished_runs_back_and_a_resumed_row_equals_one_run_
     other = simulate("other.json", 1, "--checkpoint", str(ckpt), "--budget", "30")  # other settings: none taken back
     assert len(ckpt.read_text().splitlines()) == 13
     assert all(p <= 30 for r in other["results"] for p in r["pulls"])
+    from bench import simulate as sim  # a method whose definition was edited (as dearicl-paper's was): none taken back
+
+    edited = dataclasses.replace(sim.SIM_METHODS["dearicl"], neural={"mc_draws": "per-round"})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sim.SIM_METHODS, "dearicl", edited)
+        simulate("edited.json", 1, "--checkpoint", str(ckpt))
+    added = [json.loads(line) for line in ckpt.read_text().splitlines()[13:]]
+    assert [e["run"] for e in added] == [0]  # dearicl's run 0 again; lucb-quantile and dearicl-pac taken back
