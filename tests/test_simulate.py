@@ -297,3 +297,25 @@ def test_a_checkpoint_takes_finished_runs_back_and_a_resumed_row_equals_one_run_
         simulate("edited.json", 1, "--checkpoint", str(ckpt))
     added = [json.loads(line) for line in ckpt.read_text().splitlines()[13:]]
     assert [e["run"] for e in added] == [0]  # dearicl's run 0 again; lucb-quantile and dearicl-pac taken back
+
+
+def test_neural_overrides_reach_every_neural_method_dearicl_pac_included(tmp_path, data_dir, monkeypatch):
+    """--neural is applied to the surrogate of each DEARICL method, dearicl-pac's too (its row's settings report it)."""
+    from bench import simulate as sim
+
+    built = []
+
+    class Spy(sim.NeuralSurrogate):
+        def __init__(self, *args, config, **kwargs):
+            built.append(config)
+            super().__init__(*args, config=config, **kwargs)
+
+    monkeypatch.setattr(sim, "NeuralSurrogate", Spy)
+    code = main(["simulate", "--env", "order", "--methods", "dearicl,dearicl-pac", "--data-dir", str(data_dir), "--task",
+                 "aquarat", "--pool-size", "60", "--n-arms", "24", "--n-val", "5", "--m", "3", "--challengers", "2",
+                 "--budget", "20", "--runs", "1", "--neural", "hidden=8,mc_passes=16", "--out", str(tmp_path / "o.json"),
+                 "--no-progress"])
+    assert code == 0 and len(built) == 2
+    assert all(c.hidden == (8,) and c.mc_passes == 16 for c in built)
+    rows = json.loads((tmp_path / "o.json").read_text())["results"]
+    assert all(r["settings"]["hidden"] == [8] for r in rows)
