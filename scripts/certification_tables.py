@@ -11,7 +11,15 @@ from scipy import stats
 
 FAMILIES = ["difficulty", "nonlinear", "slots", "pairwise", "order", "latent"]
 METHODS = ["lucb", "lucb-kl", "lucb-paired", "lucb-quantile", "dearicl-pac", "dearicl-pac-model"]
-TABLES = ["rules", "sst2", "trec", "agnews", "wmt19"]
+TABLES = ["rules", "sst2", "trec", "agnews", "wmt19", "gsm8k", "aquarat"]
+TABLE_EPSILON = {"wmt19": "0.005", "gsm8k": "0.002", "aquarat": "0.002"}  # the study's epsilon where it is not 0.1
+
+
+def table_name(task: str, kind: str = "") -> str:
+    """A table's row label, with its epsilon where it is not 0.1 (and RECORDED where families share the table)."""
+    tags = [kind] if kind else []
+    tags += [f"epsilon {TABLE_EPSILON[task]}"] if task in TABLE_EPSILON else []
+    return f"{task} ({', '.join(tags)})" if tags else task
 VARIANTS = ["lucb-wider", "lucb-pp", "lucb-pp-wider"]  # the LUCB variants, against `lucb` on the same instances
 WOR_VARIANTS = ["lucb-pp-wor", "lucb-pp-wider-wor"]  # against `lucb-wor` on the same shuffles
 # the custom close-arms landscape (configs/landscapes/close_arms.py): every fixed-set certified method, by part
@@ -96,8 +104,8 @@ def tables(folder: Path) -> str:
         wor, paired, q = pop.get("lucb-wor"), pop.get("lucb-paired-wor"), quantile.get("lucb-quantile")
         ratio = (f"{paired['mean_pulls'] / wor['mean_pulls']:.2f}, {paired['mean_calls'] / wor['mean_calls']:.2f}"
                  if wor and paired else "-")
-        name = {"wmt19": "wmt19 (epsilon 0.005)",
-                "difficulty": "difficulty (SIMULATED; 1,000-query pool, batches of 20, epsilon 0.03)"}.get(task, task)
+        name = ("difficulty (SIMULATED; 1,000-query pool, batches of 20, epsilon 0.03)" if task == "difficulty"
+                else table_name(task))
         out.append(f"| {name} | {cell(wor)} | {cell(paired)} | {ratio} | {cell(q)} | "
                    f"{q['mean_simple_regret']:.3f} |" if q else f"| {name} | {cell(wor)} | {cell(paired)} | {ratio} | - | - |")
     out += ["", "| family (SIMULATED), fixed set | `lucb` | " + " | ".join(f"`{m}`" for m in VARIANTS) + " | "
@@ -113,7 +121,7 @@ def tables(folder: Path) -> str:
     for task in TABLES:
         got = {**rows.get(f"table-{task}-population", {}), **rows.get(f"table-{task}", {})}  # the variants' part
         base = got.get("lucb-wor")
-        name = "wmt19 (epsilon 0.005)" if task == "wmt19" else task
+        name = table_name(task)
         out.append(f"| {name} | {cell(base)} | " + " | ".join(cell(got.get(m)) for m in WOR_VARIANTS) + " | "
                    + " | ".join(f"{paired_ratio(got.get(m), base)}; {paired_ratio(got.get(m), base, 'calls')}"
                                 if got.get(m) and base else "-" for m in WOR_VARIANTS) + " |")
@@ -122,8 +130,8 @@ def tables(folder: Path) -> str:
     for env in [*FAMILIES, *TABLES]:
         plain = rows.get(env, {}).get("lucb-quantile") or rows.get(f"table-{env}-quantile", {}).get("lucb-quantile")
         pp = rows.get(env, {}).get("lucb-quantile-pp") or rows.get(f"table-{env}", {}).get("lucb-quantile-pp")
-        name = {"difficulty": "difficulty (SIMULATED, epsilon 0.03)", "wmt19": "wmt19 (RECORDED, epsilon 0.005)"}.get(
-            env, f"{env} ({'RECORDED' if env in TABLES else 'SIMULATED'})")
+        name = ("difficulty (SIMULATED, epsilon 0.03)" if env == "difficulty"
+                else table_name(env, "RECORDED") if env in TABLES else f"{env} (SIMULATED)")
         calls = f"; {paired_ratio(pp, plain, 'calls')}" if plain and pp and "mean_calls" in plain else ""
         regret = (f"{plain['mean_simple_regret']:.3f} / {pp['mean_simple_regret']:.3f}" if plain and pp else "-")
         out.append(f"| {name} | {cell(plain)} | {cell(pp)} | {paired_ratio(pp, plain)}{calls} | {regret} |")
