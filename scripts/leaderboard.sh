@@ -16,7 +16,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${LEADERBOARD_OUT:-studies/leaderboard-2026-11}
 WORK=${LEADERBOARD_WORK:-runs/leaderboard}
-TASKS=${TASKS:-rules sst2 trec agnews}; SEEDS=${SEEDS:-0 1 2}; STEPS=${STEPS:-replay live report}
+ALL_TASKS="rules sst2 trec agnews"  # the page always shows every task, whichever part a call runs
+TASKS=${TASKS:-$ALL_TASKS}; SEEDS=${SEEDS:-0 1 2}; STEPS=${STEPS:-replay live report}
 PY=${PY:-.venv/bin/python}
 export HF_HUB_OFFLINE=1
 publish() {  # a work run's files, without its cache, into the study; the call log gzipped when over 5 MB
@@ -29,7 +30,7 @@ publish() {  # a work run's files, without its cache, into the study; the call l
   if (( $(stat -c %s "$work/calls.jsonl") < 5000000 )); then cp "$work/calls.jsonl" "$published/"
   else gzip -9 -n -c "$work/calls.jsonl" > "$published/calls.jsonl.gz"; fi
 }
-report() { "$PY" -m reports.leaderboard "$OUT" --tasks "$(echo $TASKS | tr ' ' ,)" || echo "leaderboard: the page failed to render; the runs are kept" >&2; }
+report() { "$PY" -m reports.leaderboard "$OUT" --tasks "$(echo $ALL_TASKS | tr ' ' ,)" || echo "leaderboard: the page failed to render; the runs are kept" >&2; }
 mkdir -p "$OUT/runs" "$OUT/replays" "$WORK"
 if [[ " $STEPS " == *" replay "* ]]; then
   TABLE_METHODS=$("$PY" -m reports.leaderboard --list table)
