@@ -412,18 +412,18 @@ def _plain(value):
     return value.tolist() if hasattr(value, "tolist") else str(value)
 
 
-def checkpoint_key(args, name: str, definition: dict | None) -> str:
+def checkpoint_key(args, name: str) -> str:
     """A method's runs under these settings: its name, what it is (SIM_METHODS' entry: an edited method is not taken
-    back) and every option but --runs and where things go. definition None: the key before it was part of it."""
+    back) and every option but --runs and where things go."""
     record = {k: v for k, v in run_arguments(args).items() if k not in ("runs", "checkpoint")}
-    keyed = {"method": name, "arguments": record} | ({} if definition is None else {"definition": definition})
+    keyed = {"method": name, "definition": asdict(SIM_METHODS[name]), "arguments": record}
     return hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def checkpointed(args, name: str) -> tuple[str, dict[int, dict]]:
     """The key of this method's runs under these settings (every option but --runs and where things go), and the runs
     --checkpoint already holds under that key; lines of other settings or methods are left alone."""
-    key = checkpoint_key(args, name, asdict(SIM_METHODS[name]))
+    key = checkpoint_key(args, name)
     saved: dict[int, dict] = {}
     if args.checkpoint and args.checkpoint.is_file():
         text = args.checkpoint.read_text(encoding="utf-8")
@@ -455,6 +455,7 @@ def absorb(entry: dict, per_run: dict, stops: dict, trace0: list) -> dict:
 
 def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, linear: bool) -> tuple[dict, list]:
     spec = SIM_METHODS[name]
+    surrogate_knobs = {**spec.neural, **args.neural_overrides}  # NeuralConfig of the DEARICL methods (and dearicl-pac)
     per_run: dict[str, list] = {"pulls": [], "rounds": [], "calls": [], "error": [], "eps_error": [], "regret": [],
                                 "coverage": [], "seconds": [], "eps_error_pool": [], "oracle_floor_pool": [],
                                 "regret_pool": [], "event": [], "sample_miss": []}
@@ -489,7 +490,7 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
                                          < quantile_target(env.true_means, args.rho) - 1e-12)
         elif spec.kind == "pac":
             surrogate = NeuralSurrogate(world.queries, world.arm_emb, delta=args.delta,
-                                        config=NeuralConfig(seed=args.seed + r, **{**spec.neural, **args.neural_overrides}))
+                                        config=NeuralConfig(seed=args.seed + r, **surrogate_knobs))
             res = CertifiedTopM(env, surrogate, PacConfig(m=m, epsilon=epsilon, delta=args.delta,
                                                           cold_start=args.cold_start, max_pulls=args.budget, cs=args.cs,
                                                           stop=spec.stop, seed=args.seed * 1000 + r,
@@ -503,8 +504,7 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
                                             beta=args.beta)
             else:
                 surrogate = NeuralSurrogate(world.queries, world.arm_emb, delta=args.delta,
-                                            config=NeuralConfig(seed=args.seed + r,
-                                                                          **{**spec.neural, **args.neural_overrides}))
+                                            config=NeuralConfig(seed=args.seed + r, **surrogate_knobs))
             cfg = BanditConfig(m=m, challengers=args.challengers, epsilon=epsilon, delta=args.delta,
                                rule=spec.rule if spec.rule == "random" else args.rule,
                                cold_start="all" if linear else args.cold_start, max_pulls=args.budget,
@@ -546,7 +546,7 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
             with args.checkpoint.open("a", encoding="utf-8") as f:
                 f.write(line + "\n")
         last = absorb(json.loads(line), per_run, stops, trace0)
-    neural = {**spec.neural, **args.neural_overrides} if spec.kind in ("neural", "pac") else {}
+    neural = dict(surrogate_knobs) if spec.kind in ("neural", "pac") else {}
     if spec.kind == "pac":
         neural["stop"] = spec.stop
     if spec.cs:  # a method with its own sequence (the run's --cs is in the env block)
