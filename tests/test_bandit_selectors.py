@@ -260,6 +260,6 @@ def test_the_papers_surrogate_settings_reach_the_selectors_network():
     from methods.base import create
 
     selector = create("dearicl-static", {"log_k": "arms", "estimate": "mc-mean", "width_schedule": "sqrt-log",
-                                         "batch_size": 8})
+                                         "batch_size": 8, "mc_draws": "per-round"})
     assert (selector.neural.log_k, selector.neural.estimate, selector.neural.width_schedule,
-            selector.neural.batch_size) == ("arms", "mc-mean", "sqrt-log", 8)
+            selector.neural.batch_size, selector.neural.mc_draws) == ("arms", "mc-mean", "sqrt-log", 8, "per-round")
