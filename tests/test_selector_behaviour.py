@@ -374,7 +374,10 @@ def test_lucb_static_paired_runs_the_paired_core_and_names_its_stop(world, encod
     assert seen == {"epsilon": 0.3, "delta": 0.2, "cs": "query-bernstein", "max_pulls": 60, "m": 2}
     assert selector.result_.pulls >= 8 and selector.best_arm_ in selector.result_.top_m
     settings = selector.settings()
-    assert settings["paired"] is True and settings["stop_rule"].startswith("certified: LCB(mu_j - mu_o) > -epsilon")
+    assert settings["paired"] is True and settings["stop_rule"] == ("certified: LCB(mu_j - mu_o) > -epsilon for "
+                                                                    "every j in the top m and o outside")
+    assert settings["surrogate"] == "none (paired and per-arm confidence sequences)"  # the report's scale column
+    assert settings["confidence_sequence"] == "query-bernstein" and "split" not in settings
 
 
 @pytest.mark.parametrize("name", ["case-static", "case-dynamic", "dearicl-static"])
