@@ -103,14 +103,12 @@ class LinearSurrogate(Surrogate):
         self.v_inv = np.eye(self.d) / reg
         self.b = np.zeros(self.d)
         self.theta = np.zeros(self.d)
-        self.n_obs = 0
         self.max_norm = float(np.linalg.norm(self.x, axis=1).max())
 
     def observe(self, arm: int, rewards: np.ndarray) -> None:
         x = self.x[arm]
         self.v_inv = sherman_morrison(self.v_inv, x)
         self.b += float(np.mean(rewards)) * x  # CASE: one scalar reward per pull (mean over validation)
-        self.n_obs += 1
 
     def update(self) -> None:
         self.theta = self.v_inv @ self.b

@@ -60,16 +60,60 @@ def test_heuristic_beta_value():
     assert s.multiplier(t) == pytest.approx(0.5 * math.sqrt(2 * math.log((math.log(t) + 1) / 0.05)))
 
 
+def test_lucb1_and_frequentist_multipliers_are_their_published_radii():
+    """LUCB1's beta(t) = log(5 K t^4 / (4 delta)); Abbasi-Yadkori's radius sigma sqrt(2 log(1/delta) + d log(1 + t L^2 /
+    (lambda d))) + sqrt(lambda) S, with L the largest arm norm (row-wise) and S the theta bound; t is clamped at 1."""
+    x = np.array([[3.0, 4.0], [1.0, 0.0], [0.0, 2.0]])  # largest row norm 5 (the whole matrix's norm is sqrt(30))
+    lucb1 = LinearSurrogate(x, sigma=0.3, delta=0.1, beta="lucb1")
+    assert lucb1.multiplier(7) == pytest.approx(0.3 * math.sqrt(2 * math.log(5 * 3 * 7**4 / (4 * 0.1))))
+    assert lucb1.multiplier(0) == pytest.approx(0.3 * math.sqrt(2 * math.log(5 * 3 / (4 * 0.1))))
+    radius = 0.3 * math.sqrt(2 * math.log(1 / 0.1) + 2 * math.log(1 + 7 * 25 / (2.0 * 2)))
+    frequentist = LinearSurrogate(x, reg=2.0, sigma=0.3, delta=0.1, beta="frequentist", theta_bound=1.5)
+    assert frequentist.multiplier(7) == pytest.approx(radius + math.sqrt(2.0) * 1.5)
+    default_bound = LinearSurrogate(x, reg=2.0, sigma=0.3, delta=0.1, beta="frequentist")  # S = 1 unless set
+    assert default_bound.multiplier(7) == pytest.approx(radius + math.sqrt(2.0))
+    heuristic = LinearSurrogate(x, sigma=0.3, delta=0.1)
+    assert heuristic.multiplier(0) == heuristic.multiplier(1) == pytest.approx(0.3 * math.sqrt(2 * math.log(10)))
+    with pytest.raises(ConfigError, match="^unknown beta 'bayes'; choose one of heuristic, frequentist, lucb1$"):
+        LinearSurrogate(x, beta="bayes")
+
+
+def test_linear_state_before_and_after_pulls():
+    """Before any update every estimate is 0; widths are multiplier * ||x_i - x_j||_{V^-1} for every pair; the
+    variance rule pulls the pair's arm with the larger ||x||_{V^-1}."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(6, 3))
+    s = LinearSurrogate(x, reg=0.7, beta="lucb1")
+    np.testing.assert_array_equal(s.means(np.arange(6)), np.zeros(6))
+    for a in (0, 0, 0, 2, 5):
+        s.observe(a, rng.random(4))
+    v_inv = np.linalg.inv(0.7 * np.eye(3) + sum(np.outer(x[a], x[a]) for a in (0, 0, 0, 2, 5)))
+    rows, cols = np.array([0, 3, 5]), np.array([1, 2, 4, 5])
+    direct = [[s.multiplier(9) * math.sqrt((x[i] - x[j]) @ v_inv @ (x[i] - x[j])) for j in cols] for i in rows]
+    np.testing.assert_allclose(s.widths(rows, cols, 9), direct, rtol=1e-9, atol=1e-12)
+    outcomes = set()
+    for b in range(6):
+        for c in range(6):
+            if b != c:
+                larger = b if x[b] @ v_inv @ x[b] >= x[c] @ v_inv @ x[c] else c
+                assert s.pick(b, c, "variance") == [larger]
+                outcomes.add(larger == b)
+    assert outcomes == {True, False}  # both sides of the rule were exercised
+
+
 def test_lingape_greedy_rule_minimises_the_updated_norm():
     rng = np.random.default_rng(3)
-    x = rng.normal(size=(7, 3))
-    s = LinearSurrogate(x)
-    for a in range(7):
-        s.observe(a, np.array([0.0]))
-    picked = s.pick(1, 4, "greedy")[0]
-    y = x[1] - x[4]
-    direct = [y @ np.linalg.inv(np.linalg.inv(s.v_inv) + np.outer(x[a], x[a])) @ y for a in range(7)]
-    assert picked == int(np.argmin(direct))
+    x = rng.normal(size=(7, 3)) * np.array([0.3, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0])[:, None]  # norms far apart
+    # every arm seen once; two arms seen, so x^T V^-1 x differs a lot; none (the first pick, where the 1 + x^T V^-1 x
+    # of the rank-one update decides between arms)
+    for reg, pulled in ((0.5, range(7)), (0.5, (6, 2)), (1.0, ())):
+        s = LinearSurrogate(x, reg=reg)
+        for a in pulled:
+            s.observe(a, np.array([0.0]))
+        for b, c in [(b, c) for b in range(7) for c in range(7) if b != c]:  # every pair: no lucky tie
+            y = x[b] - x[c]
+            direct = [y @ np.linalg.inv(np.linalg.inv(s.v_inv) + np.outer(x[a], x[a])) @ y for a in range(7)]
+            assert s.pick(b, c, "greedy") == [int(np.argmin(direct))]
     assert s.pick(1, 4, "both") == [1, 4]
 
 
