@@ -42,15 +42,16 @@ def test_family_spread_is_calibrated_and_instances_are_fresh_and_seeded(world, f
 
 
 # Seed [0, 0]'s instance of each family in the `world` fixture: its first four arm means, arm 1's first three query
-# probabilities and arm 0's demonstrations. Every published SIMULATED number rests on these formulas, constants and
-# seed uses, so a change to a family's definition (a constant, a sign, a draw) shows here and must be deliberate.
+# probabilities, arm 0's demonstrations, and the whole p table's sum and cos-weighted sum (a change to any entry
+# shows). Every published SIMULATED number rests on these formulas, constants and seed uses, so a change to a
+# family's definition (a constant, a sign, a draw) shows here and must be deliberate.
 PINNED = {
-    "nonlinear": ([0.6081143172, 0.4690372489, 0.7511936105, 0.831706844], [0.4388794267, 0.01, 0.6826584606], [37, 53, 29, 10, 79]),
-    "slots": ([0.7943508431, 0.478469546, 0.57991928, 0.766362643], [0.478469546, 0.478469546, 0.478469546], [37, 53, 29, 10, 79]),
-    "pairwise": ([0.6493020966, 0.4830717427, 0.5642643899, 0.5346246327], [0.01, 0.8545739415, 0.99], [37, 53, 29, 10, 79]),
-    "order": ([0.6449197738, 0.2911635852, 0.4657708474, 0.6468113747], [0.550104648, 0.3882411386, 0.2855284305], [10, 29, 37, 53, 79]),
-    "latent": ([0.2921982333, 0.4609419073, 0.4045733526, 0.6142794614], [0.4595025409, 0.3856503278, 0.5268453172], [37, 53, 29, 10, 79]),
-    "difficulty": ([0.5683020797, 0.5551537921, 0.5938878487, 0.608438908], [0.4271240736, 0.7037452393, 0.5154732707], [37, 53, 29, 10, 79]),
+    "nonlinear": ([0.6081143172, 0.4690372489, 0.7511936105, 0.831706844], [0.4388794267, 0.01, 0.6826584606], [37, 53, 29, 10, 79], (190.93531145364108, 1.2253107521531057)),
+    "slots": ([0.7943508431, 0.478469546, 0.57991928, 0.766362643], [0.478469546, 0.478469546, 0.478469546], [37, 53, 29, 10, 79], (159.67416995870477, 3.002467188668237)),
+    "pairwise": ([0.6493020966, 0.4830717427, 0.5642643899, 0.5346246327], [0.01, 0.8545739415, 0.99], [37, 53, 29, 10, 79], (159.5925759238641, 4.451810921328555)),
+    "order": ([0.6449197738, 0.2911635852, 0.4657708474, 0.6468113747], [0.550104648, 0.3882411386, 0.2855284305], [10, 29, 37, 53, 79], (149.04911279258346, 0.7440287707765767)),
+    "latent": ([0.2921982333, 0.4609419073, 0.4045733526, 0.6142794614], [0.4595025409, 0.3856503278, 0.5268453172], [37, 53, 29, 10, 79], (152.12371227085055, -0.10075786770877437)),
+    "difficulty": ([0.5683020797, 0.5551537921, 0.5938878487, 0.608438908], [0.4271240736, 0.7037452393, 0.5154732707], [37, 53, 29, 10, 79], (183.7377268300422, 0.033082455689360746)),
 }
 
 
@@ -58,10 +59,12 @@ PINNED = {
 def test_a_seeded_instance_of_each_family_is_pinned(world, family):
     demo, queries, labels = world
     inst = make_instance(family, demo, queries, labels, 40, 5, seed=[0, 0])
-    means, row, first = PINNED[family]
+    means, row, first, sums = PINNED[family]
     np.testing.assert_allclose(inst.true_means[:4], means, rtol=1e-6)
     np.testing.assert_allclose(inst.p[1, :3], row, rtol=1e-6)
     assert inst.arms.members[0].tolist() == first
+    weights = np.cos(np.arange(inst.p.size)).reshape(inst.p.shape)  # fixed, unequal weights: no change cancels out
+    np.testing.assert_allclose([inst.p.sum(), (inst.p * weights).sum()], sums, rtol=1e-9, atol=1e-9)
 
 
 def test_difficulty_family_is_additive_on_the_logit_scale(world):
