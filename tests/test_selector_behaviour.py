@@ -14,6 +14,7 @@ import inspect
 import json
 import os
 import random
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -340,9 +341,12 @@ def test_lucb_static_passes_its_settings_on_and_guards_its_edges(world, encoder,
     pp = fit(split="lucb++", sampling="wider", max_pulls=20)
     assert (seen["split"], seen["sampling"]) == ("lucb++", "wider") and pp.result_.pulls <= 20
     assert (pp.settings()["split"], pp.settings()["sampling"]) == ("lucb++", "wider")
-    with pytest.raises(ConfigError, match="lucb-static: split must be one of uniform, lucb\\+\\+ and sampling one of"):
+    bad = "method 'lucb-static': bad parameter value (lucb-static: "  # the constructor's ValueError, as create words it
+    with pytest.raises(ConfigError, match=re.escape(f"{bad}split must be one of uniform, lucb++ and sampling one of "
+                                                    "both, wider, got 'lucb', 'both'; given split='lucb')")):
         create("lucb-static", {"split": "lucb"})
-    with pytest.raises(ConfigError, match="split and sampling are options of the per-arm LUCB"):
+    with pytest.raises(ConfigError, match="^" + re.escape(f"{bad}split and sampling are options of the per-arm LUCB, "
+                                                          "not of paired=True; given paired=True, sampling='wider')")):
         create("lucb-static", {"paired": True, "sampling": "wider"})
     n_val = len(splits.validation)
     one = fit(budget=n_val, max_pulls=16)  # the budget pays for one pull
