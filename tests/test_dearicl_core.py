@@ -369,6 +369,85 @@ def test_stability_is_the_largest_drift_of_the_round():
     assert s.stability == pytest.approx(0.1)  # max(|0.1|, |-0.05|, 0), not their mean
 
 
+def test_neural_training_sees_each_arms_mean_reward_per_query_once_an_epoch(monkeypatch):
+    """update(): the loss gets, per batch, the network's scores of the batch's queries (in the batch's order) and each
+    pulled arm's MEAN reward per query over its pulls; every query once an epoch; tau as configured."""
+    import dearicl.losses as losses
+
+    arms, demo, q = small_world(n_q=6)
+    s = NeuralSurrogate(q, arm_embeddings(arms, demo),
+                        config=NeuralConfig(hidden=(8,), dropout=0.0, epochs_per_round=2, batch_size=4, tau=0.5))
+    rng = np.random.default_rng(1)
+    first, second, other = rng.random(6), rng.random(6), rng.random(6)
+    s.observe(3, first)
+    s.observe(3, second)
+    s.observe(7, other)  # pulled once: trained on too
+    means = np.stack([(first + second) / 2, other], axis=1)  # [n_q, pulled arms 3 and 7]
+    seen = []
+    real = losses.relaxed_ndcg_loss
+
+    def spy(scores, target, tau):
+        queries = [int(np.argmin(np.abs(means - row).sum(axis=1))) for row in target.numpy()]
+        np.testing.assert_allclose(target.numpy(), means[queries], rtol=1e-6)
+        with torch.no_grad():  # dropout 0: the scores are the network's, for these queries in this order
+            expected = s.model(s.pairs(np.array([3, 7]), s.q[queries])).squeeze(-1).T
+        np.testing.assert_allclose(scores.detach().numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
+        seen.append((queries, tau))
+        return real(scores, target, tau=tau)
+
+    monkeypatch.setattr(losses, "relaxed_ndcg_loss", spy)
+    s.update()
+    assert [len(batch) for batch, _ in seen] == [4, 2, 4, 2]  # 2 epochs of batches of 4 over 6 queries
+    for epoch in (seen[:2], seen[2:]):
+        assert sorted(sum((batch for batch, _ in epoch), [])) == list(range(6))
+    assert {tau for _, tau in seen} == {0.5}
+
+
+def test_neural_calibration_term_pulls_outputs_to_the_mean_rewards(monkeypatch):
+    """With the ranking loss switched off, the MSE calibration term alone fits sigmoid(score) to the mean rewards."""
+    import dearicl.losses as losses
+
+    arms, demo, q = small_world(n_q=6)
+    s = NeuralSurrogate(q, arm_embeddings(arms, demo), config=NeuralConfig(hidden=(16,), dropout=0.0, lr=0.02,
+                                                                            epochs_per_round=300, batch_size=6))
+    target = np.array([0.2, 0.8])
+    s.observe(1, np.full(6, target[0]))
+    s.observe(2, np.full(6, target[1]))
+    monkeypatch.setattr(losses, "relaxed_ndcg_loss", lambda scores, truth, tau: 0.0 * scores.sum())
+    s.update()
+    np.testing.assert_allclose(s.means(np.array([1, 2])), target, atol=0.03)
+
+
+def test_neural_training_draws_from_its_own_generator():
+    """The batches' order comes from the surrogate's own seeded generator: two surrogates of one seed train alike
+    whatever else draws from torch's global generator in between (dropout 0 here: training's dropout masks are drawn
+    from the global generator, which the constructor seeds)."""
+    arms, demo, q = small_world()
+    outputs = []
+    for noise in (0, 5):
+        s = NeuralSurrogate(q, arm_embeddings(arms, demo),
+                            config=NeuralConfig(hidden=(8,), dropout=0.0, batch_size=2, seed=3))
+        s.observe(0, np.linspace(0, 1, len(q)))
+        s.observe(4, np.linspace(1, 0, len(q)))
+        torch.rand(noise)  # another user of the global generator
+        s.update()
+        outputs.append(s.means(np.arange(6)))
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+
+
+def test_bias_of_an_arm_without_history_and_a_round_without_drift():
+    """b_a of an arm never estimated twice is the largest bias seen (bias_init before any); a round whose arms had no
+    estimate before the update leaves eps_stab as it was."""
+    arms, demo, q = small_world()
+    s = NeuralSurrogate(q, arm_embeddings(arms, demo), config=NeuralConfig(hidden=(8,), bias_init=0.3, seed=0))
+    assert s._bias(5) == 0.3
+    s.bias = {0: 0.1, 1: 0.2}
+    assert (s._bias(0), s._bias(5)) == (0.1, 0.2)
+    s.stability, s._before = 0.7, {}
+    s.end_round(np.array([2, 3]))
+    assert s.stability == 0.7
+
+
 @pytest.mark.parametrize("schedule, factor", [("constant", lambda t: 1.0), ("inverse-sqrt", lambda t: 1 / math.sqrt(t)),
                                                ("sqrt-log", lambda t: math.sqrt(math.log(1 + t)))])
 def test_the_open_knobs_of_the_width_set_its_starting_values_and_c_t(schedule, factor):
