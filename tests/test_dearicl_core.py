@@ -200,6 +200,14 @@ def neural_sort_by_hand(s, tau):
     return out
 
 
+@pytest.mark.parametrize("knob, choices", [("estimate", "dropout-off, mc-mean"),
+                                           ("width_schedule", "constant, inverse-sqrt, sqrt-log"),
+                                           ("log_k", "compared, arms"), ("mc_draws", "per-call, per-round")])
+def test_a_bad_neural_knob_is_one_line_naming_its_choices(knob, choices):
+    with pytest.raises(ConfigError, match=f"^unknown {knob} 'x'; choose one of {choices}$"):
+        NeuralConfig(**{knob: "x"})
+
+
 def test_neural_sort_matches_formula_and_hard_sort_limit():
     s = np.array([0.3, -1.2, 2.0, 0.9])
     got = neural_sort(torch.tensor(s[None, :]), tau=0.7)[0].numpy()
