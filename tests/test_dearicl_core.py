@@ -546,10 +546,19 @@ def test_mc_work_tensors_are_kept_only_while_small_and_until_ranking(monkeypatch
         assert {name: t.data_ptr() for name, t in s._mc_buffers.items()} == held
     s.rank_scores(q[0].astype(np.float32), np.arange(4))
     assert not s._mc_buffers  # ranking: released
-    monkeypatch.setattr(surrogates, "MC_BUFFER_KEEP_BYTES", 0)
+    s.mc_cache = None
+    s.mc_samples(np.arange(4))
+    held_bytes = 4 * sum(t.numel() for t in s._mc_buffers.values())  # float32
+    monkeypatch.setattr(surrogates, "MC_BUFFER_KEEP_BYTES", held_bytes)  # exactly the limit: still held
+    s.mc_cache = None
+    s.mc_samples(np.arange(4))
+    assert 4 * sum(t.numel() for t in s._mc_buffers.values()) == held_bytes
+    monkeypatch.setattr(surrogates, "MC_BUFFER_KEEP_BYTES", held_bytes - 1)  # one byte over: released after the call
     s.mc_cache = None
     again = s.mc_samples(np.arange(4))
-    assert not s._mc_buffers and again.shape == kept.shape  # too large to hold: released after the call
+    assert s._mc_buffers == {} and again.shape == kept.shape
+    s.mc_cache = None
+    assert s.mc_samples(np.arange(4)).shape == kept.shape  # and the next call allocates afresh
 
 
 def test_per_round_draws_give_every_estimate_of_a_round_the_same_passes_and_new_ones_after_an_update():
