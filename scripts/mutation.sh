@@ -8,6 +8,8 @@
 #   MUTATION_WORKDIR=DIR MUTATION_RERUN_SURVIVORS=1 bash scripts/mutation.sh udr   # survivors again, after new tests
 #   MUTATION_WORKDIR=DIR MUTATION_SAMPLE=150 bash scripts/mutation.sh udr   # a seeded random sample of the rest
 #   MUTATION_TEST_FILES="tests/test_confidence.py tests/test_paired.py" bash scripts/mutation.sh dearicl/confidence
+#   MUTATION_TIMEOUT=60 bash scripts/mutation.sh dearicl/pac   # a mutant's CPU limit: 2 x (its tests' seconds + 60)
+#                                                 (default 30 for dearicl/, 300 for methods/: a model fit per mutant)
 #
 # MUTATION_WORKDIR keeps each module's scratch clone in DIR/<module> and reuses it: a second run tests only the
 # mutants the first left undecided (mutmut keeps its results), so a module whose mutants retrain a model (udr: ~4 a
@@ -43,8 +45,8 @@ mkdir -p "$OUT"
 
 for module in "${MODULES[@]}"; do
   case "$module" in
-    dearicl/*) package=dearicl; module="${module#dearicl/}" ;;
-    *) package=methods; module="${module#methods/}" ;;
+    dearicl/*) package=dearicl; module="${module#dearicl/}"; timeout_constant=${MUTATION_TIMEOUT:-30} ;;
+    *) package=methods; module="${module#methods/}"; timeout_constant=${MUTATION_TIMEOUT:-300} ;;
   esac
   module="${module%.py}"
   [[ -f "$ROOT/$package/$module.py" ]] || { echo "error: no $package/$module.py" >&2; exit 2; }
@@ -90,8 +92,11 @@ only_mutate = ["$package/$module.py"]
 also_copy = ["bench/", "methods/", "dearicl/", "reports/", "configs/", "studies/reference/", "studies/tables/"]
 pytest_add_cli_args_test_selection = [$tests]
 pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x"]
-# a test's module-scoped fit is set up again for each mutant: minutes, not the test's own seconds
-timeout_constant = 300.0
+# mutmut kills a mutant after 2 x multiplier x (its tests' measured seconds + constant) CPU seconds; its default
+# multiplier of 15 left a hung mutant (a loop that never ends) running for hours and stalled a whole chunk behind
+# it. The constant covers a methods/ test's module-scoped fit, set up again for each mutant (minutes)
+timeout_multiplier = 1.0
+timeout_constant = $timeout_constant
 # torch's thread pools do not survive a fork of a process that used them (a forked worker hangs until the
 # timeout, which would count as a kill): fork each worker from a server that never ran a test
 process_isolation = "forkserver"

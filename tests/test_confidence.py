@@ -19,6 +19,9 @@ def test_radius_values_by_hand():
     assert anytime_radius(n, 0.0001, delta) == pytest.approx(
         min(hoeffding_radius(n, level), empirical_bernstein_radius(n, 0.0001, level)))
     assert anytime_radius(n, 0.0001, delta) < hoeffding_radius(n, level)
+    # high variance -> Hoeffding wins, at the same halved level
+    assert anytime_radius(n, 0.25, delta) == pytest.approx(hoeffding_radius(n, level))
+    assert anytime_radius(n, 0.25, delta) < empirical_bernstein_radius(n, 0.25, level)
     assert anytime_radius(1, 0.0, delta) == 1.0 and anytime_radius(0, 0.0, delta) == 1.0
 
 
@@ -90,8 +93,14 @@ def test_lucb_pulls_grow_as_the_gap_shrinks_and_budget_stops_it():
     assert easy.pulls < hard.pulls
     capped = LUCB(MeansEnv([0.6, 0.5, 0.2, 0.2], np.random.default_rng(0), cap=10), m=1, epsilon=0.0).run()
     assert capped.stopped_by == "budget" and capped.pulls == 10
+    # LUCB's own pull limit, in the first pass over the arms and in a round (never exceeded, and named as such)
+    for limit, pulls in ((2, 2), (9, 8)):
+        limited = LUCB(MeansEnv([0.6, 0.5, 0.2, 0.2], np.random.default_rng(0)), m=1, epsilon=0.0, max_pulls=limit).run()
+        assert (limited.stopped_by, limited.pulls) == ("max_pulls", pulls)
     with pytest.raises(ConfigError):
         LUCB(MeansEnv([0.5, 0.4], np.random.default_rng(0)), m=2)
+    with pytest.raises(ConfigError, match=r"lucb: delta must be in \(0, 1\) and epsilon >= 0, got 0.0, 0.1"):
+        LUCB(MeansEnv([0.5, 0.4], np.random.default_rng(0)), m=1, delta=0.0)
 
 
 @pytest.mark.parametrize("kind", ["bernoulli", "beta"])
@@ -177,7 +186,7 @@ def test_a_reward_outside_the_unit_interval_is_an_error_not_clipped(cs, bad):
         def pull(self, arm):
             return np.array([0.5, bad if arm == 2 else 0.4])
 
-    with pytest.raises(ConfigError, match=r"a reward of arm 2 is .*, outside \[0, 1\]"):
+    with pytest.raises(ConfigError, match=r"a reward of arm 2 is .*, outside \[0, 1\].*map the reward into \[0, 1\] first"):
         LUCB(Env(), 1, epsilon=0.1, delta=0.05, cs=cs, max_pulls=50).run()
     edges = confidence_sequence(cs, 2, 0.05)
     edges.add(0, np.array([0.0, 1.0]))  # the ends of the interval are rewards like any other
@@ -434,6 +443,7 @@ def test_quantile_pac_runs_lucb_at_half_delta_on_its_sample_and_maps_the_arm_bac
     q = QuantileLUCB(Env(), 0.1, epsilon=0.05, delta=0.04, max_pulls=77, cs="kl", seed=1)
     res = q.run()
     assert seen["m"] == 1 and seen["delta"] == pytest.approx(0.02) and seen["max_pulls"] == 77 and seen["cs"] == "kl"
+    assert seen["epsilon"] == 0.05
     assert (seen["split"], seen["sampling"]) == ("uniform", "both")
     subset = seen["env"]
     assert subset.n_arms == len(q.sample) == quantile_sample_size(0.1, 0.04)
@@ -441,12 +451,16 @@ def test_quantile_pac_runs_lucb_at_half_delta_on_its_sample_and_maps_the_arm_bac
     assert subset.pull(3)[0] == Env.true_means[q.sample[3]]
     assert res.top_m == [int(q.sample[2])]
     QuantileLUCB(Env(), 0.1, split="lucb++", sampling="wider").run()  # LUCB++ on the sample: its options reach LUCB
-    assert (seen["split"], seen["sampling"]) == ("lucb++", "wider")
+    assert (seen["split"], seen["sampling"]) == ("lucb++", "wider") and seen["epsilon"] == 0.1  # the paper's epsilon
+    # the sample is the seed's: the same seed draws the same arms, another seed others
+    np.testing.assert_array_equal(QuantileLUCB(Env(), 0.1, seed=5).sample, QuantileLUCB(Env(), 0.1, seed=5).sample)
+    assert not np.array_equal(QuantileLUCB(Env(), 0.1, seed=5).sample, QuantileLUCB(Env(), 0.1, seed=6).sample)
     Env.n_arms = 1
     alone = QuantileLUCB(Env(), 0.1).run()
     assert (alone.top_m, alone.pulls, alone.stopped_by) == ([0], 0, "certified")
-    with pytest.raises(ConfigError, match="quantile-PAC: delta"):
-        QuantileLUCB(Env(), 0.1, delta=1.5)
+    for bad in (1.5, 0.0):
+        with pytest.raises(ConfigError, match="quantile-PAC: delta"):
+            QuantileLUCB(Env(), 0.1, delta=bad)
 
 
 def test_without_replacement_bounds_are_the_unit_interval_unpulled_and_the_mean_once_all_is_seen():

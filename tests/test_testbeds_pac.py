@@ -136,6 +136,9 @@ def test_gap_coverage_on_a_hand_built_case():
     assert not gaps_covered(est, truth, widths)
     assert intervals_cover(np.array([0.1, 0.5]), np.array([0.3, 0.7]), np.array([0.3, 0.5]))
     assert not intervals_cover(np.array([0.1, 0.5]), np.array([0.3, 0.7]), np.array([0.31, 0.5]))
+    lower = np.array([0.1, 0.5])  # the tolerance of float rounding, on the lower side too, and no more
+    assert intervals_cover(lower, np.array([0.3, 0.7]), lower - 1e-12)
+    assert not intervals_cover(lower, np.array([0.3, 0.7]), lower - 1e-9)
 
 
 class FixedSurrogate:
