@@ -186,7 +186,8 @@ def test_a_reward_outside_the_unit_interval_is_an_error_not_clipped(cs, bad):
         def pull(self, arm):
             return np.array([0.5, bad if arm == 2 else 0.4])
 
-    with pytest.raises(ConfigError, match=r"a reward of arm 2 is .*, outside \[0, 1\].*map the reward into \[0, 1\] first"):
+    with pytest.raises(ConfigError,
+                       match=r"a reward of arm 2 is .*, outside \[0, 1\].*map the reward into \[0, 1\] first$"):
         LUCB(Env(), 1, epsilon=0.1, delta=0.05, cs=cs, max_pulls=50).run()
     edges = confidence_sequence(cs, 2, 0.05)
     edges.add(0, np.array([0.0, 1.0]))  # the ends of the interval are rewards like any other

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from bench.errors import ConfigError
+from bench.errors import BudgetExhausted, ConfigError
 from dearicl.arms import arm_embeddings, cluster_labels, slot_similarity_features
 from dearicl.bandit import BanditConfig, GapIndexTopM, gaps_covered
 from dearicl.confidence import intervals_cover
@@ -348,3 +348,160 @@ def test_pac_counts_every_pull_and_retrains_the_network_on_its_cadence(world):
     assert res.stopped_by == "max_pulls" and res.pulls == env.calls == 70
     gaps = np.diff(network.at[:-1])  # the last retraining is the one after the loop ends
     assert len(gaps) >= 4 and all(10 <= g <= 11 for g in gaps), network.at
+
+
+# ---- dearicl-pac's model interval and loop, by hand (the network only says where to look; these pin how) ----------
+
+class ScriptedEnvironment:
+    """Each pull of an arm returns its next scripted row of per-query rewards; no true means."""
+
+    def __init__(self, rows_by_arm):
+        self.rows, self.n_arms, self.true_means = rows_by_arm, len(rows_by_arm), None
+        self.count = np.zeros(len(rows_by_arm), dtype=int)
+
+    def pull(self, arm):
+        row = self.rows[arm][self.count[arm]]
+        self.count[arm] += 1
+        return np.asarray(row, dtype=float)
+
+
+class FeatureSurrogate(LyingSurrogate):
+    """A network whose last-layer features are given by hand."""
+
+    def __init__(self, means, raw):
+        super().__init__(means, 0.0)
+        self.raw = np.asarray(raw, dtype=float)
+
+    def features(self, arms):
+        return self.raw[np.asarray(arms)]
+
+
+def hand_pac(pull_means, **config):
+    """A dearicl-pac on 4-query pulls whose means are `pull_means[arm]` (one pull per listed mean), all pulled."""
+    rows = [[[v] * 4 for v in means] for means in pull_means]
+    pac = CertifiedTopM(ScriptedEnvironment(rows), LyingSurrogate(np.zeros(len(rows)), 0.0),
+                        PacConfig(**{"m": 1, **config}))
+    for arm, means in enumerate(pull_means):
+        for _ in means:
+            pac._pull(arm)
+    return pac
+
+
+def test_pac_noise_level_is_the_range_bound_until_five_repeat_pulls_then_the_chi2_bound():
+    """sigma: 1 / (2 sqrt(queries)) (0.5 before any pull); from 5 degrees of freedom of repeat pulls on, the smaller
+    of that and sqrt of the pooled variance's one-sided (1 - delta/4) chi-square upper bound."""
+    from scipy.stats import chi2
+
+    assert hand_pac([[], []])._sigma() == 0.5
+    four = hand_pac([[0.50, 0.52, 0.48, 0.51, 0.49], [0.3]], delta=0.05)  # 4 degrees of freedom
+    assert four._sigma() == pytest.approx(0.25)
+    means = [0.50, 0.52, 0.48, 0.51, 0.49, 0.50]
+    five = hand_pac([means, [0.3]], delta=0.05)  # 5 degrees of freedom: the bound applies
+    expected = np.sqrt(np.var(means, ddof=1) * 5 / chi2.ppf(0.05 / 4, 5))
+    assert expected < 0.25 and five._sigma() == pytest.approx(expected)
+
+
+def test_pac_model_interval_is_the_ridge_head_widened_by_the_audits_leave_one_out_error_and_beta():
+    """f = phi theta (ridge on pulled arms' means, one row an arm); xi = the largest error of the head refitted
+    without each audit arm; width = xi + sigma sqrt(2 log(4K / delta)) ||phi_a||_{G^-1}."""
+    rng = np.random.default_rng(3)
+    pull_means = [[0.2, 0.3], [0.6], [0.5, 0.7, 0.6], [0.1], [0.9], [], []]  # arms 5 and 6 unpulled
+    pac = hand_pac(pull_means, delta=0.1, ridge=0.5)
+    k = len(pull_means)
+    pac.phi = np.hstack([np.ones((k, 1)), rng.normal(size=(k, 2))])
+    pac.audits = [1, 3]
+    lower, upper, xi, sigma = pac.model_intervals()
+
+    pulled = np.array([len(m) > 0 for m in pull_means])
+    y = np.array([np.mean(m) if m else 0.0 for m in pull_means])
+
+    def ridge(rows):
+        x = pac.phi[rows]
+        return np.linalg.solve(0.5 * np.eye(3) + x.T @ x, x.T @ y[rows])
+
+    loo = [abs(y[a] - pac.phi[a] @ ridge(pulled & (np.arange(k) != a))) for a in (1, 3)]
+    assert xi == pytest.approx(max(loo))
+    assert sigma == pytest.approx(0.5 / np.sqrt(4))  # 3 degrees of freedom: the range bound
+    gram = 0.5 * np.eye(3) + pac.phi[pulled].T @ pac.phi[pulled]
+    norms = np.array([np.sqrt(p @ np.linalg.solve(gram, p)) for p in pac.phi])
+    width = max(loo) + 0.25 * np.sqrt(2 * np.log(4 * k / 0.1)) * norms
+    centre = pac.phi @ ridge(pulled)
+    np.testing.assert_allclose(lower, centre - width, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(upper, centre + width, rtol=1e-9, atol=1e-12)
+    pac.audits = []
+    assert pac.model_intervals()[2] == 1.0  # no audit arm yet: xi is the whole range
+
+
+def test_pac_combined_interval_meets_the_sequence_and_falls_back_to_it_on_a_conflict():
+    pac = hand_pac([[0.5], [0.5], [0.5], [0.5]])
+
+    class Sequence:
+        def all_bounds(self, arms=None):
+            return np.array([0.1, 0.3, 0.1, 0.1]), np.array([0.6, 0.5, 0.4, 0.4])
+
+    pac.cs = pac.upper_cs = Sequence()
+    pac.model_intervals = lambda: (np.array([0.2, 0.5, 0.8, 0.0]), np.array([0.9, 0.7, 0.9, 0.05]), 0.05, 0.2)
+    lo, hi, info = pac.intervals()
+    # arm 0: the intersection; arm 1: a single point, no conflict; arms 2 and 3: disjoint (above, below), the
+    # sequence's interval
+    np.testing.assert_allclose(lo, [0.2, 0.5, 0.1, 0.1])
+    np.testing.assert_allclose(hi, [0.6, 0.5, 0.4, 0.4])
+    assert info == {"xi": 0.05, "sigma": 0.2, "conflicts": 2}
+
+
+def test_pac_features_are_the_centred_features_top_directions_at_unit_variance_beside_the_recalibrated_estimate():
+    """phi = [1, standardised network estimate, the top min(feature_dim, rank) left singular directions of the
+    features centred over arms, scaled to unit variance across arms]; the rank is relative to the largest singular
+    value, so the features' scale does not matter."""
+    rng = np.random.default_rng(1)
+    k = 12
+    raw = rng.normal(size=(k, 2)) @ rng.normal(size=(2, 6)) + 5.0  # rank 2 after centring, off-centre
+    pred = rng.uniform(0.2, 0.8, k)
+    for scale, dim, width in ((1.0, 4, 2), (1e-9, 4, 2), (1.0, 1, 1)):
+        rows = [[[0.5] * 4]] * k
+        pac = CertifiedTopM(ScriptedEnvironment(rows), FeatureSurrogate(pred, raw * scale),
+                            PacConfig(m=2, feature_dim=dim))
+        pac._refresh_features()
+        assert pac.phi.shape == (k, 2 + width), (scale, dim)
+        np.testing.assert_array_equal(pac.phi[:, 0], 1.0)
+        np.testing.assert_allclose(pac.phi[:, 1], (pred - pred.mean()) / pred.std(), rtol=1e-6)
+        z = pac.phi[:, 2:]
+        np.testing.assert_allclose(z.mean(axis=0), 0.0, atol=1e-9)
+        np.testing.assert_allclose(z.T @ z, k * np.eye(width), atol=1e-8)  # orthogonal, unit variance
+        centred = raw - raw.mean(axis=0)
+        vectors = np.linalg.eigh(centred @ centred.T)[1][:, ::-1][:, :width]  # the top directions, found apart
+        np.testing.assert_allclose(z @ z.T / k, vectors @ vectors.T, atol=1e-8)
+
+
+def test_pac_frontier_breaks_the_outsiders_tie_by_the_highest_model_upper_bound():
+    """Every unpulled outsider has the sequence's upper bound 1: the network's interval picks which is pulled."""
+    pac = hand_pac([[0.7], [], [], []])
+
+    class Sequence:
+        def all_bounds(self, arms=None):
+            return np.array([0.6, 0.0, 0.0, 0.0]), np.array([0.8, 1.0, 1.0, 1.0])
+
+    pac.cs = pac.upper_cs = Sequence()
+    top, weakest, strongest, gap, _, _ = pac.frontier(np.array([0.6, 0.1, 0.2, 0.0]), np.array([0.8, 0.5, 0.9, 0.3]))
+    assert list(top) == [0] and weakest == 0 and strongest == 2 and gap == pytest.approx(0.4)
+
+
+def test_pac_loop_counts_its_rounds_pulls_one_arm_per_audit_and_names_each_way_it_ends(world):
+    inst, truth, estimate, settings = lying_network_case(world, 0)
+    make = lambda **extra: CertifiedTopM(TableEnvironment(inst.p, 0.1, np.random.default_rng(0)),  # noqa: E731
+                                         LyingSurrogate(estimate, 0.0), PacConfig(**{**settings, **extra}))
+    res = make().run()
+    assert res.stopped_by == "certified" and res.rounds == len(res.trace) >= 2
+    steps = np.diff([row["pulls"] for row in res.trace] + [res.pulls])[:-1]
+    assert set(steps) <= {1, 2} and 1 in steps  # an audit round pulls its audit arm alone
+    capped = make(epsilon=0.0, max_rounds=3).run()
+    assert (capped.stopped_by, capped.rounds, len(capped.trace)) == ("max_rounds", 3, 3)
+
+    class Closed:
+        n_arms, true_means = 16, None
+
+        def pull(self, arm):
+            raise BudgetExhausted("no calls left")
+
+    broke = CertifiedTopM(Closed(), LyingSurrogate(estimate, 0.0), PacConfig(**settings)).run()
+    assert (broke.stopped_by, broke.pulls, broke.top_m, broke.certificate) == ("budget", 0, [0, 1], {})
