@@ -348,6 +348,15 @@ def test_pac_counts_every_pull_and_retrains_the_network_on_its_cadence(world):
     assert res.stopped_by == "max_pulls" and res.pulls == env.calls == 70
     gaps = np.diff(network.at[:-1])  # the last retraining is the one after the loop ends
     assert len(gaps) >= 4 and all(10 <= g <= 11 for g in gaps), network.at
+    ref.clear()
+    network = RefreshLog(estimate, ref)
+    ref.append(CertifiedTopM(TableEnvironment(inst.p, 0.1, np.random.default_rng(0)), network,
+                             PacConfig(**{**settings, "epsilon": 0.0}, max_pulls=220)))
+    ref[0].run()
+    at = network.at[:-1]
+    # past 100 pulls the cadence is 10% of the pulls so far (a round's one or two pulls may overshoot it)
+    assert all(max(10, 0.1 * b) <= b - a <= max(10, 0.1 * b) + 2 for a, b in zip(at, at[1:])), at
+    assert at[-1] - at[-2] >= 18, at
 
 
 # ---- dearicl-pac's model interval and loop, by hand (the network only says where to look; these pin how) ----------
@@ -505,3 +514,78 @@ def test_pac_loop_counts_its_rounds_pulls_one_arm_per_audit_and_names_each_way_i
 
     broke = CertifiedTopM(Closed(), LyingSurrogate(estimate, 0.0), PacConfig(**settings)).run()
     assert (broke.stopped_by, broke.pulls, broke.top_m, broke.certificate) == ("budget", 0, [0, 1], {})
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"delta": 0.0}, r"delta must be in \(0, 1\) and epsilon >= 0, got 0.0, 0.1$"),
+    ({"delta": 1.0}, "delta must be in"), ({"delta": 1.5}, "delta must be in"),
+    ({"epsilon": -0.1}, r"epsilon >= 0, got 0.05, -0.1$"),
+    ({"audits_at_start": 1}, r"^dearicl-pac: audits_at_start must be >= 2 and audit_share in \[0, 1\)$"),
+    ({"audit_share": 1.0}, "audit_share in"), ({"audit_share": 1.5}, "audit_share in"),
+    ({"audit_share": -0.1}, "audit_share in"),
+    ({"cs": "nope"}, r"^dearicl-pac: cs must be one of query-bernstein, betting, bernstein, kl, got 'nope'$"),
+])
+def test_pac_settings_out_of_range_are_config_errors_that_say_which(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        PacConfig(**settings)
+    PacConfig(audit_share=0.0, delta=0.5, epsilon=0.0)  # the edges inside the ranges are settings like any other
+
+
+def test_pac_m_must_leave_an_outsider_and_the_seed_decides_the_run(world):
+    inst, truth, estimate, settings = lying_network_case(world, 0)
+
+    def run(**extra):
+        return CertifiedTopM(TableEnvironment(inst.p, 0.1, np.random.default_rng(0)), LyingSurrogate(estimate, 0.0),
+                             PacConfig(**{**settings, **extra})).run()
+
+    for m in (0, 16):
+        with pytest.raises(ConfigError, match=rf"^dearicl-pac: m must be in \[1, 15\], got {m}$"):
+            run(m=m)
+    first, again, other = run(seed=4), run(seed=4), run(seed=5)
+    assert first.seen == again.seen and [r["pulls"] for r in first.trace] == [r["pulls"] for r in again.trace]
+    assert first.trace[0]["audits"] == again.trace[0]["audits"]
+    assert (first.seen, first.top_m, first.pulls) != (other.seen, other.top_m, other.pulls) or \
+        [r["gap_index"] for r in first.trace] != [r["gap_index"] for r in other.trace]
+
+
+def test_pac_trace_rows_audit_cap_and_the_certificate_of_a_run_cut_short(world, monkeypatch):
+    import dearicl.pac as pac_module
+
+    inst, truth, estimate, settings = lying_network_case(world, 0)
+
+    def make(**extra):
+        return CertifiedTopM(TableEnvironment(inst.p, 0.1, np.random.default_rng(0)), LyingSurrogate(estimate, 0.0),
+                             PacConfig(**{**settings, **extra}))
+
+    pac = make(epsilon=0.0, max_audits=3, audit_share=0.5, max_pulls=60)
+    res = pac.run()
+    assert [row["round"] for row in res.trace] == list(range(1, len(res.trace) + 1))
+    assert all({"gap_index", "audits", "xi", "sigma", "conflicts"} <= set(row) for row in res.trace)
+    assert len(pac.audits) == 3 and res.trace[-1]["audits"] == 3  # never more than max_audits
+    assert res.seen == sorted(int(a) for a in np.flatnonzero(pac.stats.n))
+    # stopped by the pull limit: the certificate is the state after the last pull, not the last round's
+    lo, hi, _ = pac.intervals()
+    assert res.certificate["gap_index"] == pac.frontier(lo, hi)[3] and res.certificate["audits"] == 3
+    # cut short before the network was ever trained: its features are computed for the certificate
+    early = make(max_pulls=3)
+    cut = early.run()
+    assert (cut.stopped_by, cut.pulls, cut.rounds) == ("max_pulls", 3, 0) and early.phi is not None
+    assert {"gap_index", "audits", "xi"} <= set(cut.certificate)
+    # the coverage each split reads: the one-sided event (m) under lucb++, every interval otherwise
+    seen_m = []
+    real = pac_module.truth_fields
+    monkeypatch.setattr(pac_module, "truth_fields", lambda *a, m=None: seen_m.append(m) or real(*a, m=m))
+    make(max_pulls=30).run()
+    make(max_pulls=30, split="lucb++").run()
+    assert set(seen_m) == {None, 2}
+    assert seen_m.index(2) > 0 and all(m is None for m in seen_m[:seen_m.index(2)])
+
+
+def test_pac_stops_when_the_gap_reaches_epsilon_exactly(world, monkeypatch):
+    inst, truth, estimate, settings = lying_network_case(world, 0)
+    pac = CertifiedTopM(TableEnvironment(inst.p, 0.1, np.random.default_rng(0)), LyingSurrogate(estimate, 0.0),
+                        PacConfig(**settings))
+    real = pac.frontier
+    monkeypatch.setattr(pac, "frontier", lambda lo, hi: (*real(lo, hi)[:3], settings["epsilon"], *real(lo, hi)[4:]))
+    res = pac.run()
+    assert (res.stopped_by, res.rounds) == ("certified", 1)
