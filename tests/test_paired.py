@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from bench.errors import ConfigError
+from bench.errors import BudgetExhausted, ConfigError
 from dearicl.confidence import LUCB
 from dearicl.paired import PairedLUCB, PairSequences
 
@@ -157,3 +157,79 @@ def test_paired_lucb_pp_splits_the_arms_half_one_sided_and_certifies_on_the_same
     assert np.mean(pulls["lucb++"]) <= np.mean(pulls["uniform"])
     with pytest.raises(ConfigError, match="split must be one of"):
         PairedLUCB(env, m=3, split="lucb+")
+
+
+def test_paired_lucb_counts_its_rounds_and_names_each_way_it_ends():
+    env = SharedNoiseEnv(shared_difficulty(12, 0), 0)
+    res = PairedLUCB(env, m=3, epsilon=0.02, delta=0.05).run()
+    assert res.stopped_by == "certified" and res.rounds == len(res.trace) >= 2
+    assert [row["round"] for row in res.trace] == list(range(1, res.rounds + 1))
+    pulls = [row["pulls"] for row in res.trace]
+    assert pulls[0] == 12 and all(1 <= b - a <= 2 for a, b in zip(pulls, pulls[1:])) and pulls[-1] == res.pulls
+    # the pull limit met between rounds (12 first pulls, none left for the round's pull) and inside the first pass
+    for limit in (12, 5):
+        capped = PairedLUCB(SharedNoiseEnv(shared_difficulty(12, 0), 0), m=3, epsilon=0.0, max_pulls=limit).run()
+        assert (capped.stopped_by, capped.pulls, capped.rounds) == ("max_pulls", limit, 1 if limit == 12 else 0)
+
+    class Closing(SharedNoiseEnv):
+        def pull(self, arm):
+            if self.pulls_of.sum() >= 20:
+                raise BudgetExhausted("no calls left")
+            return super().pull(arm)
+
+    broke = PairedLUCB(Closing(shared_difficulty(12, 0), 0), m=3, epsilon=0.0).run()
+    assert (broke.stopped_by, broke.pulls) == ("budget", 20)
+
+    class NoTruth:  # a live environment: no true means, no coverage, the same loop
+        n_arms = 12
+
+        def __init__(self):
+            self.env = SharedNoiseEnv(shared_difficulty(12, 0), 0)
+
+        def pull(self, arm):
+            return self.env.pull(arm)
+
+    live = PairedLUCB(NoTruth(), m=3, epsilon=0.02, delta=0.05).run()
+    assert (live.top_m, live.pulls) == (res.top_m, res.pulls) and "covered" not in live.trace[0]
+
+
+def test_paired_lucb_stops_only_once_every_member_outsider_pair_is_within_epsilon():
+    """The stop recomputed at the end: for every j in the returned top and o outside it, the larger of the pair's
+    lower bound and L_j - U_o (the arms' sequences; under lucb++ U from the upper-side one) is above -epsilon."""
+    for split in ("uniform", "lucb++"):
+        run = PairedLUCB(SharedNoiseEnv(shared_difficulty(12, 1), 1), m=3, epsilon=0.03, delta=0.05, split=split)
+        res = run.run()
+        top = np.array(res.top_m)
+        rest = np.setdiff1d(np.arange(12), top)
+        lower = run.arms.all_bounds()[0]
+        upper = run.arms_upper.all_bounds()[1]
+        bound = np.maximum(run.pairs.lower_matrix(top, rest, run.n), lower[top][:, None] - upper[rest][None, :])
+        assert res.stopped_by == "certified" and bound.min() > -0.03
+        assert res.trace[-1]["gap_index"] == pytest.approx(-bound.min())
+
+
+def test_paired_lucb_reads_the_upper_sides_from_their_own_sequence_under_lucb_pp():
+    run = PairedLUCB(SharedNoiseEnv(shared_difficulty(10, 0), 0), m=3, epsilon=0.05, delta=0.05, split="lucb++")
+    reads = []
+    real = run.arms_upper.all_bounds
+    run.arms_upper.all_bounds = lambda *a: reads.append(1) or real(*a)
+    res = run.run()
+    assert len(reads) == res.rounds
+
+
+def test_paired_lucb_ranks_arms_by_their_mean_pull_and_its_coverage_reads_the_outside_inside_pairs():
+    run = PairedLUCB(SharedNoiseEnv(shared_difficulty(4, 0), 0), m=2)
+    run.n[:] = [4, 1, 2, 0]
+    run.sums[:] = [2.0, 0.6, 1.1, 0.0]  # means 0.5, 0.6, 0.55; an unpulled arm ranks at 0
+    assert list(run._top()) == [1, 2, 0, 3]
+    truth = np.array([0.9, 0.8, 0.3, 0.2])
+    top, rest = np.array([0, 2]), np.array([1, 3])  # arm 2 is outside the true top 2, arm 1 inside it
+    lowers = np.array([[5.0, 5.0], [-0.6, 5.0]])  # only (2, 1) is read: its truth is 0.3 - 0.8 = -0.5
+    row = run._truth_row(truth, top, rest, lowers)
+    assert row == {"covered": True, "simple_regret": pytest.approx(0.85 - 0.6)}
+    lowers[1, 0] = -0.5  # on the truth: covered (the bound holds with equality)
+    assert run._truth_row(truth, top, rest, lowers)["covered"]
+    lowers[1, 0] = -0.4
+    assert not run._truth_row(truth, top, rest, lowers)["covered"]
+    lowers[1, 0], lowers[0, 0] = -0.6, -9.0  # (0, 1): both in the true top, not an error the certificate covers
+    assert run._truth_row(truth, top, rest, lowers)["covered"]
