@@ -233,3 +233,15 @@ def test_paired_lucb_ranks_arms_by_their_mean_pull_and_its_coverage_reads_the_ou
     assert not run._truth_row(truth, top, rest, lowers)["covered"]
     lowers[1, 0], lowers[0, 0] = -0.6, -9.0  # (0, 1): both in the true top, not an error the certificate covers
     assert run._truth_row(truth, top, rest, lowers)["covered"]
+
+
+def test_paired_lucb_settings_and_pull_counts():
+    env = SharedNoiseEnv(shared_difficulty(6, 0), 0)
+    assert (PairedLUCB(env, m=1).epsilon, PairedLUCB(env, m=5).delta) == (0.1, 0.05)  # the paper's epsilon, delta
+    for m in (0, 6):
+        with pytest.raises(ConfigError, match=rf"^paired lucb: m must be in \[1, 5\], got {m}$"):
+            PairedLUCB(env, m=m)
+    run = PairedLUCB(SharedNoiseEnv(shared_difficulty(6, 0), 0), m=1, epsilon=0.05)
+    res = run.run()
+    np.testing.assert_array_equal(run.n, run.env.pulls_of)  # each arm's count is its pulls
+    assert run.n.sum() == res.pulls
