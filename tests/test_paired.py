@@ -245,3 +245,12 @@ def test_paired_lucb_settings_and_pull_counts():
     res = run.run()
     np.testing.assert_array_equal(run.n, run.env.pulls_of)  # each arm's count is its pulls
     assert run.n.sum() == res.pulls
+
+
+def test_a_pairs_per_query_sequence_puts_each_side_at_the_pairs_level():
+    """One two-sided sequence serves both orders of a pair: at 2 x level, so that each side alone is at level."""
+    import math
+
+    pairs = PairSequences("query-bernstein", 0.01, None)
+    assert pairs._sequence(0, 1).log_threshold == pytest.approx(math.log(1 / 0.01))
+    assert pairs.lower_matrix(np.array([0]), np.array([1]), np.array([1, 0]))[0, 0] == -1.0  # no paired pull: no bound
