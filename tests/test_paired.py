@@ -241,6 +241,10 @@ def test_paired_lucb_settings_and_pull_counts():
     for m in (0, 6):
         with pytest.raises(ConfigError, match=rf"^paired lucb: m must be in \[1, 5\], got {m}$"):
             PairedLUCB(env, m=m)
+    for delta, epsilon in ((0.0, 0.1), (1.0, 0.1), (1.5, 0.1), (0.05, -0.1)):
+        with pytest.raises(ConfigError, match=rf"^paired lucb: delta must be in \(0, 1\) and epsilon >= 0, got "
+                                              rf"{delta}, {epsilon}$"):
+            PairedLUCB(env, m=2, delta=delta, epsilon=epsilon)
     run = PairedLUCB(SharedNoiseEnv(shared_difficulty(6, 0), 0), m=1, epsilon=0.05)
     res = run.run()
     np.testing.assert_array_equal(run.n, run.env.pulls_of)  # each arm's count is its pulls
