@@ -396,6 +396,22 @@ def hand_pac(pull_means, **config):
     return pac
 
 
+class FixedSequence:
+    """A confidence sequence whose bounds are set by hand."""
+
+    def __init__(self, lower, upper):
+        self.bounds = np.array(lower), np.array(upper)
+
+    def all_bounds(self, arms=None):
+        return self.bounds
+
+
+def lying_pac(inst, estimate, settings, **extra):
+    """dearicl-pac on the lying-network case (lying_network_case), its settings updated by `extra`."""
+    return CertifiedTopM(TableEnvironment(inst.p, 0.1, np.random.default_rng(0)), LyingSurrogate(estimate, 0.0),
+                         PacConfig(**{**settings, **extra}))
+
+
 def test_pac_noise_level_is_the_range_bound_until_five_repeat_pulls_then_the_chi2_bound():
     """sigma: 1 / (2 sqrt(queries)) (0.5 before any pull); from 5 degrees of freedom of repeat pulls on, the smaller
     of that and sqrt of the pooled variance's one-sided (1 - delta/4) chi-square upper bound."""
@@ -443,12 +459,7 @@ def test_pac_model_interval_is_the_ridge_head_widened_by_the_audits_leave_one_ou
 
 def test_pac_combined_interval_meets_the_sequence_and_falls_back_to_it_on_a_conflict():
     pac = hand_pac([[0.5], [0.5], [0.5], [0.5]])
-
-    class Sequence:
-        def all_bounds(self, arms=None):
-            return np.array([0.1, 0.3, 0.1, 0.1]), np.array([0.6, 0.5, 0.4, 0.4])
-
-    pac.cs = pac.upper_cs = Sequence()
+    pac.cs = pac.upper_cs = FixedSequence([0.1, 0.3, 0.1, 0.1], [0.6, 0.5, 0.4, 0.4])
     pac.model_intervals = lambda: (np.array([0.2, 0.5, 0.8, 0.0]), np.array([0.9, 0.7, 0.9, 0.05]), 0.05, 0.2)
     lo, hi, info = pac.intervals()
     # arm 0: the intersection; arm 1: a single point, no conflict; arms 2 and 3: disjoint (above, below), the
@@ -485,25 +496,18 @@ def test_pac_features_are_the_centred_features_top_directions_at_unit_variance_b
 def test_pac_frontier_breaks_the_outsiders_tie_by_the_highest_model_upper_bound():
     """Every unpulled outsider has the sequence's upper bound 1: the network's interval picks which is pulled."""
     pac = hand_pac([[0.7], [], [], []])
-
-    class Sequence:
-        def all_bounds(self, arms=None):
-            return np.array([0.6, 0.0, 0.0, 0.0]), np.array([0.8, 1.0, 1.0, 1.0])
-
-    pac.cs = pac.upper_cs = Sequence()
+    pac.cs = pac.upper_cs = FixedSequence([0.6, 0.0, 0.0, 0.0], [0.8, 1.0, 1.0, 1.0])
     top, weakest, strongest, gap, _, _ = pac.frontier(np.array([0.6, 0.1, 0.2, 0.0]), np.array([0.8, 0.5, 0.9, 0.3]))
     assert list(top) == [0] and weakest == 0 and strongest == 2 and gap == pytest.approx(0.4)
 
 
 def test_pac_loop_counts_its_rounds_pulls_one_arm_per_audit_and_names_each_way_it_ends(world):
     inst, truth, estimate, settings = lying_network_case(world, 0)
-    make = lambda **extra: CertifiedTopM(TableEnvironment(inst.p, 0.1, np.random.default_rng(0)),  # noqa: E731
-                                         LyingSurrogate(estimate, 0.0), PacConfig(**{**settings, **extra}))
-    res = make().run()
+    res = lying_pac(inst, estimate, settings).run()
     assert res.stopped_by == "certified" and res.rounds == len(res.trace) >= 2
     steps = np.diff([row["pulls"] for row in res.trace] + [res.pulls])[:-1]
     assert set(steps) <= {1, 2} and 1 in steps  # an audit round pulls its audit arm alone
-    capped = make(epsilon=0.0, max_rounds=3).run()
+    capped = lying_pac(inst, estimate, settings, epsilon=0.0, max_rounds=3).run()
     assert (capped.stopped_by, capped.rounds, len(capped.trace)) == ("max_rounds", 3, 3)
 
     class Closed:
@@ -535,8 +539,7 @@ def test_pac_m_must_leave_an_outsider_and_the_seed_decides_the_run(world):
     inst, truth, estimate, settings = lying_network_case(world, 0)
 
     def run(**extra):
-        return CertifiedTopM(TableEnvironment(inst.p, 0.1, np.random.default_rng(0)), LyingSurrogate(estimate, 0.0),
-                             PacConfig(**{**settings, **extra})).run()
+        return lying_pac(inst, estimate, settings, **extra).run()
 
     for m in (0, 16):
         with pytest.raises(ConfigError, match=rf"^dearicl-pac: m must be in \[1, 15\], got {m}$"):
@@ -553,11 +556,7 @@ def test_pac_trace_rows_audit_cap_and_the_certificate_of_a_run_cut_short(world, 
 
     inst, truth, estimate, settings = lying_network_case(world, 0)
 
-    def make(**extra):
-        return CertifiedTopM(TableEnvironment(inst.p, 0.1, np.random.default_rng(0)), LyingSurrogate(estimate, 0.0),
-                             PacConfig(**{**settings, **extra}))
-
-    pac = make(epsilon=0.0, max_audits=3, audit_share=0.5, max_pulls=60)
+    pac = lying_pac(inst, estimate, settings, epsilon=0.0, max_audits=3, audit_share=0.5, max_pulls=60)
     res = pac.run()
     assert [row["round"] for row in res.trace] == list(range(1, len(res.trace) + 1))
     assert all({"gap_index", "audits", "xi", "sigma", "conflicts"} <= set(row) for row in res.trace)
@@ -567,7 +566,7 @@ def test_pac_trace_rows_audit_cap_and_the_certificate_of_a_run_cut_short(world, 
     lo, hi, _ = pac.intervals()
     assert res.certificate["gap_index"] == pac.frontier(lo, hi)[3] and res.certificate["audits"] == 3
     # cut short before the network was ever trained: its features are computed for the certificate
-    early = make(max_pulls=3)
+    early = lying_pac(inst, estimate, settings, max_pulls=3)
     cut = early.run()
     assert (cut.stopped_by, cut.pulls, cut.rounds) == ("max_pulls", 3, 0) and early.phi is not None
     assert {"gap_index", "audits", "xi"} <= set(cut.certificate)
@@ -575,16 +574,15 @@ def test_pac_trace_rows_audit_cap_and_the_certificate_of_a_run_cut_short(world, 
     seen_m = []
     real = pac_module.truth_fields
     monkeypatch.setattr(pac_module, "truth_fields", lambda *a, m=None: seen_m.append(m) or real(*a, m=m))
-    make(max_pulls=30).run()
-    make(max_pulls=30, split="lucb++").run()
+    lying_pac(inst, estimate, settings, max_pulls=30).run()
+    lying_pac(inst, estimate, settings, max_pulls=30, split="lucb++").run()
     assert set(seen_m) == {None, 2}
     assert seen_m.index(2) > 0 and all(m is None for m in seen_m[:seen_m.index(2)])
 
 
 def test_pac_stops_when_the_gap_reaches_epsilon_exactly(world, monkeypatch):
     inst, truth, estimate, settings = lying_network_case(world, 0)
-    pac = CertifiedTopM(TableEnvironment(inst.p, 0.1, np.random.default_rng(0)), LyingSurrogate(estimate, 0.0),
-                        PacConfig(**settings))
+    pac = lying_pac(inst, estimate, settings)
     real = pac.frontier
     monkeypatch.setattr(pac, "frontier", lambda lo, hi: (*real(lo, hi)[:3], settings["epsilon"], *real(lo, hi)[4:]))
     res = pac.run()
