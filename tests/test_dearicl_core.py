@@ -7,10 +7,10 @@ import torch
 
 from bench.errors import BudgetExhausted, ConfigError
 from dearicl.arms import arm_embeddings, build_arms, slot_similarity_features
-from dearicl.bandit import BanditConfig, GapIndexTopM
+from dearicl.bandit import BanditConfig, GapIndexTopM, gaps_covered
 from dearicl.environments import LinearEnvironment
 from dearicl.losses import neural_sort, relaxed_ndcg_loss
-from dearicl.surrogates import LinearSurrogate, NeuralConfig, NeuralSurrogate, sherman_morrison
+from dearicl.surrogates import LinearSurrogate, NeuralConfig, NeuralSurrogate, Surrogate, sherman_morrison
 
 
 def test_sherman_morrison_matches_direct_inverse():
@@ -592,3 +592,225 @@ def test_per_round_draws_give_every_estimate_of_a_round_the_same_passes_and_new_
     np.testing.assert_array_equal(s.mc_samples(np.array([1])), after[:, [1]])
     with pytest.raises(ConfigError, match="mc_draws"):
         NeuralConfig(mc_draws="per-epoch")
+
+
+# ---- the loop, step by step, against Algorithm 1 written out by hand ------------------------------------------
+
+class CountingSurrogate(Surrogate):
+    """A surrogate whose state is plain counts, so a run's every number can be recomputed: the mean of each arm's
+    pulled rewards after a prior pull of 0.5, and a width of scale * sqrt(log(1 + t)) * (1/sqrt(1 + n_i) + 1/sqrt(1 +
+    n_j)). It logs what the loop asks of it, in order."""
+
+    def __init__(self, n_arms: int, scale: float = 0.3):
+        self.n_arms, self.scale = n_arms, scale
+        self.sums, self.counts = np.full(n_arms, 0.5), np.ones(n_arms)
+        self.log: list[tuple] = []
+        self.dtypes: set = set()
+
+    def observe(self, arm, rewards):
+        self.dtypes.add(rewards.dtype)
+        self.sums[arm] += rewards.mean()
+        self.counts[arm] += 1
+        self.log.append(("observe", arm))
+
+    def update(self):
+        self.log.append(("update",))
+
+    def means(self, arms):
+        arms = np.asarray(arms)
+        return self.sums[arms] / self.counts[arms]
+
+    def widths(self, rows, cols, t):
+        self.log.append(("widths", t, tuple(np.asarray(rows).tolist()), tuple(np.asarray(cols).tolist())))
+        inv = 1 / np.sqrt(self.counts)
+        return self.scale * np.sqrt(np.log(1 + t)) * (inv[np.asarray(rows)][:, None] + inv[np.asarray(cols)][None, :])
+
+    def pick(self, b, c, rule):
+        if rule == "both":
+            return [b, c]
+        fewer = b if self.counts[b] <= self.counts[c] else c  # greedy: the less pulled of the pair
+        return [fewer] if rule == "greedy" else [c if fewer == b else b]
+
+    def end_round(self, arms):
+        self.log.append(("end_round", tuple(np.asarray(arms).tolist())))
+
+
+class CoinEnvironment:
+    """Arm a pays 0/1 with probability p[a] on each of 3 queries (integers, as a table of 0/1 answers would); 2 LLM
+    calls and 0.25 s a pull; a cap raises BudgetExhausted as a live LLM budget does."""
+
+    def __init__(self, p, seed, known_truth=True, cap=None, llm_seconds_a_pull=0.25):
+        self.p, self.n_arms = np.asarray(p), len(p)
+        self.true_means = self.p if known_truth else None
+        self.rng, self.cap, self.pulls, self.seconds_a_pull = np.random.default_rng(seed), cap, 0, llm_seconds_a_pull
+
+    def pull(self, arm):
+        if self.cap is not None and self.pulls >= self.cap:
+            raise BudgetExhausted("cap")
+        self.pulls += 1
+        return (self.rng.random(3) < self.p[arm]).astype(int).tolist()
+
+    def llm_calls(self):
+        return 2 * self.pulls
+
+    def llm_seconds(self):
+        return self.seconds_a_pull * self.pulls
+
+
+def algorithm_1_by_hand(env, s, cfg):
+    """Algorithm 1 with plain lists and loops (drawing from a generator seeded as the loop's, in the same order):
+    what GapIndexTopM must do, step by step. Returns (top m, seen, pulls, rounds, stopped by, per-arm pulls, rows)."""
+    rng, k = np.random.default_rng(cfg.seed), env.n_arms
+    order = [int(a) for a in rng.permutation(k)]
+    n_ch = min(cfg.challengers, k - cfg.m)
+    upper, chall = order[:cfg.m], order[cfg.m:cfg.m + n_ch]
+    seen, pulled, rows, pulls, t = set(upper) | set(chall), {}, [], [0], 0
+    sums = {}
+
+    def pull(arm):
+        rewards = np.asarray(env.pull(arm), dtype=np.float64)
+        s.observe(arm, rewards)
+        pulls[0] += 1
+        pulled[arm] = pulled.get(arm, 0) + 1
+        sums[arm] = sums.get(arm, 0.0) + rewards.mean()
+
+    def mean(a):
+        return float(s.means(np.array([a]))[0])
+
+    def regret():
+        if env.true_means is not None:
+            best = sorted(env.true_means, reverse=True)[:cfg.m]
+            return sum(best) / cfg.m - sum(env.true_means[a] for a in upper) / cfg.m
+        mine = [sums[a] / pulled[a] for a in upper if a in pulled]
+        if not mine:
+            return float("nan")
+        best = sorted((sums[a] / pulled[a] for a in pulled), reverse=True)[:len(mine)]
+        return sum(best) / len(best) - sum(mine) / len(mine)
+
+    stopped, unchanged, previous = "max_rounds", 0, None
+    try:
+        cold = list(range(k)) if cfg.cold_start == "all" else [int(a) for a in rng.choice(k, cfg.cold_start, replace=False)]
+        for arm in cold:
+            if cfg.max_pulls is not None and pulls[0] >= cfg.max_pulls:
+                break
+            pull(arm)
+        s.update()
+        while t < cfg.max_rounds:
+            t += 1
+            weak = min(range(cfg.m), key=lambda i: (mean(upper[i]), i))  # the first of equal minima, as argmin
+            strong = max(range(n_ch), key=lambda i: (mean(chall[i]), -i))
+            if mean(chall[strong]) >= mean(upper[weak]):
+                upper[weak], chall[strong] = chall[strong], upper[weak]
+            outside = [a for a in range(k) if a not in upper and a not in chall]
+            if outside:
+                fresh = [int(a) for a in rng.choice(np.array(outside), min(n_ch, len(outside)), replace=False)]
+                pool = chall + fresh
+                chall = sorted(pool, key=lambda a: -mean(a))[:n_ch]  # Python's sort is stable, as kind="stable"
+            seen |= set(chall)
+            unchanged = unchanged + 1 if frozenset(upper) == previous else 0
+            previous = frozenset(upper)
+            w = s.widths(np.array(chall), np.array(upper), max(pulls[0], 1))
+            gap = [[mean(c) - mean(b) + w[i, j] for j, b in enumerate(upper)] for i, c in enumerate(chall)]
+            b_idx = max(range(cfg.m), key=lambda j: (max(gap[i][j] for i in range(n_ch)), -j))
+            c_idx = max(range(n_ch), key=lambda i: (gap[i][b_idx], -i))
+            row = {"round": t, "gap_index": gap[c_idx][b_idx], "b": upper[b_idx], "ch": chall[c_idx],
+                   "pulls": pulls[0], "simple_regret": regret(), "calls_before": env.llm_calls()}
+            if env.true_means is not None:
+                arms = sorted(set(upper) | set(chall))
+                ww = s.widths(np.array(arms), np.array(arms), max(pulls[0], 1))
+                row["covered"] = all(abs((mean(a) - mean(b)) - (env.true_means[a] - env.true_means[b])) <= ww[i, j] + 1e-12
+                                     for i, a in enumerate(arms) for j, b in enumerate(arms) if i != j)
+            if row["gap_index"] <= cfg.epsilon and pulls[0] > 0 and unchanged >= cfg.patience:
+                stopped = "gap"
+                rows.append(row)
+                break
+            if cfg.max_pulls is not None and pulls[0] >= cfg.max_pulls:
+                stopped = "max_pulls"
+                rows.append(row)
+                break
+            for arm in ([int(rng.integers(k))] if cfg.rule == "random" else s.pick(row["b"], row["ch"], cfg.rule)):
+                pull(arm)
+            s.update()
+            s.end_round(np.array(sorted(set(upper) | set(chall))))
+            rows.append(row)
+    except BudgetExhausted:
+        stopped = "budget"
+        if pulls[0]:
+            s.update()
+    top = sorted(upper, key=lambda a: -mean(a))
+    return top, sorted(seen), pulls[0], t, stopped, pulled, rows
+
+
+LOOP_CASES = {  # (arms' p, BanditConfig, environment options): each reaches another branch of the loop
+    "greedy, known truth": (np.linspace(0.05, 0.95, 12), dict(m=3, challengers=4, epsilon=0.3, seed=0), {}),
+    "no one outside U and C, cold start all, both": (np.linspace(0.1, 0.9, 9),
+                                                     dict(m=4, challengers=5, epsilon=0.4, cold_start="all",
+                                                          rule="both", seed=1), {}),
+    "patience, variance, observed regret": (np.linspace(0.0, 1.0, 10), dict(m=2, challengers=3, epsilon=0.5,
+                                                                            patience=3, rule="variance", seed=2),
+                                            dict(known_truth=False)),
+    "random rule, pull cap": (np.linspace(0.2, 0.8, 10), dict(m=3, challengers=2, epsilon=0.0, rule="random",
+                                                               max_pulls=15, seed=3), {}),
+    "the LLM budget runs out": (np.linspace(0.2, 0.8, 10), dict(m=3, challengers=2, epsilon=0.0, seed=4),
+                                dict(cap=12)),
+    "cold start 0": (np.linspace(0.2, 0.8, 7), dict(m=2, challengers=2, epsilon=1e9, cold_start=0, seed=5), {}),
+    "round limit, tied arms": (np.full(8, 0.5), dict(m=3, challengers=3, epsilon=-1.0, max_rounds=6, seed=6), {}),
+}
+
+
+@pytest.mark.parametrize("case", LOOP_CASES)
+def test_the_loop_is_algorithm_1_step_by_step(case):
+    """Every round's swap, challenger refresh, frontier (b_t, ch_t), gap index, stop test and pulls, and every number
+    the result and trace report, against Algorithm 1 written out by hand on the same draws."""
+    p, options, env_options = LOOP_CASES[case]
+    cfg = BanditConfig(**options)
+    loop_s, hand_s = CountingSurrogate(len(p)), CountingSurrogate(len(p))
+    loop_env, hand_env = CoinEnvironment(p, seed=9, **env_options), CoinEnvironment(p, seed=9, **env_options)
+    res = GapIndexTopM(loop_env, loop_s, cfg).run()
+    top, seen, pulls, rounds, stopped, pulled, rows = algorithm_1_by_hand(hand_env, hand_s, cfg)
+    assert (res.top_m, res.seen, res.pulls, res.rounds, res.stopped_by) == (top, seen, pulls, rounds, stopped)
+    assert res.pulled == pulled and sum(res.pulled.values()) == res.pulls
+    assert loop_s.log == hand_s.log  # the same pulls, refits, widths (at t = max(pulls, 1)) and round ends, in order
+    assert loop_s.dtypes <= {np.dtype(np.float64)}  # integer answers reach the surrogate as floats
+    assert len(res.trace) == len(rows)
+    for got, want in zip(res.trace, rows):
+        assert got["round"] == want["round"] and (got["b"], got["ch"]) == (want["b"], want["ch"])
+        assert got["gap_index"] == pytest.approx(want["gap_index"], abs=1e-12)
+        assert got["pulls"] == want["pulls"]
+        assert got["simple_regret"] == pytest.approx(want["simple_regret"], abs=1e-12, nan_ok=True)
+        assert got["regret_kind"] == ("true" if "covered" in want else "observed")
+        assert got.get("covered") == want.get("covered")
+        # the round's own LLM calls (2 a pull), the running total, and wall time outside the LLM: each pull "took"
+        # 0.25 s of LLM time, more than the round's own compute, so the time outside it is floored at 0
+        assert got["llm_calls"] == 2 * (got["pulls_after"] - got["pulls"])
+        assert got["seconds"] >= 0 and got["seconds_outside_llm"] == (0.0 if got["pulls_after"] > got["pulls"]
+                                                                      else got["seconds"])
+    assert [r["llm_calls_total"] for r in res.trace] == [2 * r["pulls_after"] for r in res.trace]
+    covered = [r["covered"] for r in rows if "covered" in r]
+    assert res.coverage == (pytest.approx(np.mean(covered)) if covered else None)
+    assert res.event_held == (all(covered) if covered else None)
+    if case == "cold start 0":  # no pull before round 1, so it cannot stop there: one pull, then the stop
+        assert (res.rounds, res.pulls, res.stopped_by) == (2, 1, "gap")
+
+
+def test_the_loop_defaults_are_the_papers_and_m_must_leave_an_outsider():
+    cfg = BanditConfig()  # l.780: m = |U_t| = 10, |C_t| = 5, delta 0.05, epsilon 0.1; the greedy rule (l.415)
+    assert (cfg.m, cfg.challengers, cfg.delta, cfg.epsilon, cfg.rule) == (10, 5, 0.05, 0.1, "greedy")
+    assert (cfg.cold_start, cfg.max_pulls, cfg.max_rounds, cfg.patience, cfg.seed) == (5, None, 10_000, 0, 0)
+    with pytest.raises(ConfigError, match="^unknown selection rule 'x'; choose one of greedy, variance, both, random$"):
+        BanditConfig(rule="x")
+    for rule in ("greedy", "variance", "both", "random"):
+        BanditConfig(rule=rule)
+    env = CoinEnvironment(np.full(4, 0.5), seed=0)
+    with pytest.raises(ConfigError, match=r"^top-m needs more arms than m=4 \(have 4\)$"):
+        GapIndexTopM(env, CountingSurrogate(4), BanditConfig(m=4))
+    GapIndexTopM(env, CountingSurrogate(4), BanditConfig(m=3))  # one outsider is enough
+
+
+def test_gaps_covered_reads_every_off_diagonal_pair_and_only_those():
+    est, truth = np.array([0.5, 0.3, 0.1]), np.array([0.6, 0.3, 0.1])  # gap errors: 0.1 on pairs with arm 0, else 0
+    widths = np.full((3, 3), 0.1)
+    np.fill_diagonal(widths, np.nan)  # a pair of an arm with itself is never read
+    assert gaps_covered(est, truth, widths)
+    widths[2, 0] = 0.0999  # one pair's width a hair short of its error
+    assert not gaps_covered(est, truth, widths)
