@@ -755,6 +755,9 @@ LOOP_CASES = {  # (arms' p, BanditConfig, environment options): each reaches ano
                                 dict(cap=12)),
     "cold start 0": (np.linspace(0.2, 0.8, 7), dict(m=2, challengers=2, epsilon=1e9, cold_start=0, seed=5), {}),
     "round limit, tied arms": (np.full(8, 0.5), dict(m=3, challengers=3, epsilon=-1.0, max_rounds=6, seed=6), {}),
+    "pull cap inside the cold start": (np.linspace(0.2, 0.8, 8), dict(m=3, challengers=2, epsilon=0.0,
+                                                                       cold_start="all", max_pulls=3, seed=7), {}),
+    "no LLM budget at all": (np.linspace(0.2, 0.8, 8), dict(m=3, challengers=2, seed=8), dict(cap=0)),
 }
 
 
@@ -791,6 +794,10 @@ def test_the_loop_is_algorithm_1_step_by_step(case):
     assert res.event_held == (all(covered) if covered else None)
     if case == "cold start 0":  # no pull before round 1, so it cannot stop there: one pull, then the stop
         assert (res.rounds, res.pulls, res.stopped_by) == (2, 1, "gap")
+    if case == "pull cap inside the cold start":  # 3 of the 8 cold pulls, one refit, then the cap at round 1
+        assert (res.rounds, res.pulls, res.stopped_by, loop_s.log.count(("update",))) == (1, 3, "max_pulls", 1)
+    if case == "no LLM budget at all":  # nothing pulled, so nothing to refit
+        assert (res.rounds, res.pulls, res.stopped_by, loop_s.log) == (0, 0, "budget", [])
 
 
 def test_the_loop_defaults_are_the_papers_and_m_must_leave_an_outsider():
