@@ -758,6 +758,13 @@ LOOP_CASES = {  # (arms' p, BanditConfig, environment options): each reaches ano
     "pull cap inside the cold start": (np.linspace(0.2, 0.8, 8), dict(m=3, challengers=2, epsilon=0.0,
                                                                        cold_start="all", max_pulls=3, seed=7), {}),
     "no LLM budget at all": (np.linspace(0.2, 0.8, 8), dict(m=3, challengers=2, seed=8), dict(cap=0)),
+    # any gap passes, so the stop waits for U_t to stay the same for `patience` rounds after it last changed
+    "patience decides the stop": (np.linspace(0.1, 0.9, 12), dict(m=3, challengers=3, epsilon=1e9, patience=4,
+                                                                   seed=10), {}),
+    # 0/1 arms: pulled members share a mean of 0.25 or 0.75 and unpulled ones the prior 0.5, so the final order
+    # among U's ties is the stable one (U's own order), as Algorithm 1's output is read
+    "ties in the final order": (np.tile([0.0, 1.0], 7), dict(m=10, challengers=2, epsilon=-1.0, max_rounds=3,
+                                                             seed=11), {}),
 }
 
 
@@ -798,6 +805,24 @@ def test_the_loop_is_algorithm_1_step_by_step(case):
         assert (res.rounds, res.pulls, res.stopped_by, loop_s.log.count(("update",))) == (1, 3, "max_pulls", 1)
     if case == "no LLM budget at all":  # nothing pulled, so nothing to refit
         assert (res.rounds, res.pulls, res.stopped_by, loop_s.log) == (0, 0, "budget", [])
+    if case == "patience decides the stop":  # U_t changed after round 1, so the stop came later than patience allows
+        assert res.stopped_by == "gap" and res.rounds > cfg.patience + 1
+    if case == "ties in the final order":  # ties that an unstable sort would reorder
+        means = loop_s.means(np.array(res.top_m))
+        assert len(set(means.tolist())) < len(means)
+
+
+def test_the_loop_stops_when_the_gap_index_reaches_epsilon_exactly():
+    """Algorithm 1 stops once B(b_t, ch_t) <= epsilon: a run whose epsilon is round 1's gap index stops there."""
+    p, cfg = np.linspace(0.1, 0.9, 10), dict(m=3, challengers=3, seed=12)
+    hand_env = CoinEnvironment(p, seed=9)
+    rows = algorithm_1_by_hand(hand_env, CountingSurrogate(10), BanditConfig(epsilon=-1.0, max_rounds=1, **cfg))[-1]
+    index = rows[0]["gap_index"]
+    res = GapIndexTopM(CoinEnvironment(p, seed=9), CountingSurrogate(10), BanditConfig(epsilon=index, **cfg)).run()
+    assert (res.rounds, res.stopped_by, res.trace[0]["gap_index"]) == (1, "gap", index)
+    res = GapIndexTopM(CoinEnvironment(p, seed=9), CountingSurrogate(10),
+                       BanditConfig(epsilon=np.nextafter(index, -1.0), **cfg)).run()
+    assert res.rounds > 1  # a hair below it does not stop there
 
 
 def test_the_loop_defaults_are_the_papers_and_m_must_leave_an_outsider():
