@@ -89,7 +89,7 @@ EOF
 [tool.mutmut]
 source_paths = ["$package/"]
 only_mutate = ["$package/$module.py"]
-also_copy = ["bench/", "methods/", "dearicl/", "reports/", "configs/", "studies/reference/", "studies/tables/"]
+also_copy = ["bench/", "methods/", "dearicl/", "reports/", "configs/", "scripts/", "studies/reference/", "studies/tables/"]
 pytest_add_cli_args_test_selection = [$tests]
 pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x"]
 # mutmut kills a mutant after 2 x multiplier x (its tests' measured seconds + constant) CPU seconds; its default
