@@ -637,9 +637,9 @@ class CountingSurrogate(Surrogate):
 
 class CoinEnvironment:
     """Arm a pays 0/1 with probability p[a] on each of 3 queries (integers, as a table of 0/1 answers would); 2 LLM
-    calls and 0.25 s a pull; a cap raises BudgetExhausted as a live LLM budget does."""
+    calls and 100 s of (counted, not spent) LLM time a pull; a cap raises BudgetExhausted as a live LLM budget does."""
 
-    def __init__(self, p, seed, known_truth=True, cap=None, llm_seconds_a_pull=0.25):
+    def __init__(self, p, seed, known_truth=True, cap=None, llm_seconds_a_pull=100.0):
         self.p, self.n_arms = np.asarray(p), len(p)
         self.true_means = self.p if known_truth else None
         self.rng, self.cap, self.pulls, self.seconds_a_pull = np.random.default_rng(seed), cap, 0, llm_seconds_a_pull
@@ -790,8 +790,8 @@ def test_the_loop_is_algorithm_1_step_by_step(case):
         assert got["simple_regret"] == pytest.approx(want["simple_regret"], abs=1e-12, nan_ok=True)
         assert got["regret_kind"] == ("true" if "covered" in want else "observed")
         assert got.get("covered") == want.get("covered")
-        # the round's own LLM calls (2 a pull), the running total, and wall time outside the LLM: each pull "took"
-        # 0.25 s of LLM time, more than the round's own compute, so the time outside it is floored at 0
+        # the round's own LLM calls (2 a pull), the running total, and wall time outside the LLM: each pull counts
+        # 100 s of LLM time, more than any round's wall time, so the time outside it is floored at 0
         assert got["llm_calls"] == 2 * (got["pulls_after"] - got["pulls"])
         assert got["seconds"] >= 0 and got["seconds_outside_llm"] == (0.0 if got["pulls_after"] > got["pulls"]
                                                                       else got["seconds"])
