@@ -598,11 +598,11 @@ def test_per_round_draws_give_every_estimate_of_a_round_the_same_passes_and_new_
 
 class CountingSurrogate(Surrogate):
     """A surrogate whose state is plain counts, so a run's every number can be recomputed: the mean of each arm's
-    pulled rewards after a prior pull of 0.5, and a width of scale * sqrt(log(1 + t)) * (1/sqrt(1 + n_i) + 1/sqrt(1 +
+    pulled rewards after a prior pull of 0.5, and a width of 0.3 * sqrt(log(1 + t)) * (1/sqrt(1 + n_i) + 1/sqrt(1 +
     n_j)). It logs what the loop asks of it, in order."""
 
-    def __init__(self, n_arms: int, scale: float = 0.3):
-        self.n_arms, self.scale = n_arms, scale
+    def __init__(self, n_arms: int):
+        self.n_arms = n_arms
         self.sums, self.counts = np.full(n_arms, 0.5), np.ones(n_arms)
         self.log: list[tuple] = []
         self.dtypes: set = set()
@@ -623,7 +623,7 @@ class CountingSurrogate(Surrogate):
     def widths(self, rows, cols, t):
         self.log.append(("widths", t, tuple(np.asarray(rows).tolist()), tuple(np.asarray(cols).tolist())))
         inv = 1 / np.sqrt(self.counts)
-        return self.scale * np.sqrt(np.log(1 + t)) * (inv[np.asarray(rows)][:, None] + inv[np.asarray(cols)][None, :])
+        return 0.3 * np.sqrt(np.log(1 + t)) * (inv[np.asarray(rows)][:, None] + inv[np.asarray(cols)][None, :])
 
     def pick(self, b, c, rule):
         if rule == "both":
@@ -639,10 +639,10 @@ class CoinEnvironment:
     """Arm a pays 0/1 with probability p[a] on each of 3 queries (integers, as a table of 0/1 answers would); 2 LLM
     calls and 100 s of (counted, not spent) LLM time a pull; a cap raises BudgetExhausted as a live LLM budget does."""
 
-    def __init__(self, p, seed, known_truth=True, cap=None, llm_seconds_a_pull=100.0):
+    def __init__(self, p, seed, known_truth=True, cap=None):
         self.p, self.n_arms = np.asarray(p), len(p)
         self.true_means = self.p if known_truth else None
-        self.rng, self.cap, self.pulls, self.seconds_a_pull = np.random.default_rng(seed), cap, 0, llm_seconds_a_pull
+        self.rng, self.cap, self.pulls = np.random.default_rng(seed), cap, 0
 
     def pull(self, arm):
         if self.cap is not None and self.pulls >= self.cap:
@@ -654,7 +654,7 @@ class CoinEnvironment:
         return 2 * self.pulls
 
     def llm_seconds(self):
-        return self.seconds_a_pull * self.pulls
+        return 100.0 * self.pulls
 
 
 def algorithm_1_by_hand(env, s, cfg):
@@ -664,15 +664,16 @@ def algorithm_1_by_hand(env, s, cfg):
     order = [int(a) for a in rng.permutation(k)]
     n_ch = min(cfg.challengers, k - cfg.m)
     upper, chall = order[:cfg.m], order[cfg.m:cfg.m + n_ch]
-    seen, pulled, rows, pulls, t = set(upper) | set(chall), {}, [], [0], 0
-    sums = {}
+    seen, pulled, sums, rows, t = set(upper) | set(chall), {}, {}, [], 0
 
     def pull(arm):
         rewards = np.asarray(env.pull(arm), dtype=np.float64)
         s.observe(arm, rewards)
-        pulls[0] += 1
         pulled[arm] = pulled.get(arm, 0) + 1
         sums[arm] = sums.get(arm, 0.0) + rewards.mean()
+
+    def n_pulls():
+        return sum(pulled.values())
 
     def mean(a):
         return float(s.means(np.array([a]))[0])
@@ -691,7 +692,7 @@ def algorithm_1_by_hand(env, s, cfg):
     try:
         cold = list(range(k)) if cfg.cold_start == "all" else [int(a) for a in rng.choice(k, cfg.cold_start, replace=False)]
         for arm in cold:
-            if cfg.max_pulls is not None and pulls[0] >= cfg.max_pulls:
+            if cfg.max_pulls is not None and n_pulls() >= cfg.max_pulls:
                 break
             pull(arm)
         s.update()
@@ -709,22 +710,22 @@ def algorithm_1_by_hand(env, s, cfg):
             seen |= set(chall)
             unchanged = unchanged + 1 if frozenset(upper) == previous else 0
             previous = frozenset(upper)
-            w = s.widths(np.array(chall), np.array(upper), max(pulls[0], 1))
+            w = s.widths(np.array(chall), np.array(upper), max(n_pulls(), 1))
             gap = [[mean(c) - mean(b) + w[i, j] for j, b in enumerate(upper)] for i, c in enumerate(chall)]
             b_idx = max(range(cfg.m), key=lambda j: (max(gap[i][j] for i in range(n_ch)), -j))
             c_idx = max(range(n_ch), key=lambda i: (gap[i][b_idx], -i))
             row = {"round": t, "gap_index": gap[c_idx][b_idx], "b": upper[b_idx], "ch": chall[c_idx],
-                   "pulls": pulls[0], "simple_regret": regret(), "calls_before": env.llm_calls()}
+                   "pulls": n_pulls(), "simple_regret": regret()}
             if env.true_means is not None:
                 arms = sorted(set(upper) | set(chall))
-                ww = s.widths(np.array(arms), np.array(arms), max(pulls[0], 1))
+                ww = s.widths(np.array(arms), np.array(arms), max(n_pulls(), 1))
                 row["covered"] = all(abs((mean(a) - mean(b)) - (env.true_means[a] - env.true_means[b])) <= ww[i, j] + 1e-12
                                      for i, a in enumerate(arms) for j, b in enumerate(arms) if i != j)
-            if row["gap_index"] <= cfg.epsilon and pulls[0] > 0 and unchanged >= cfg.patience:
+            if row["gap_index"] <= cfg.epsilon and n_pulls() > 0 and unchanged >= cfg.patience:
                 stopped = "gap"
                 rows.append(row)
                 break
-            if cfg.max_pulls is not None and pulls[0] >= cfg.max_pulls:
+            if cfg.max_pulls is not None and n_pulls() >= cfg.max_pulls:
                 stopped = "max_pulls"
                 rows.append(row)
                 break
@@ -735,10 +736,10 @@ def algorithm_1_by_hand(env, s, cfg):
             rows.append(row)
     except BudgetExhausted:
         stopped = "budget"
-        if pulls[0]:
+        if n_pulls():
             s.update()
     top = sorted(upper, key=lambda a: -mean(a))
-    return top, sorted(seen), pulls[0], t, stopped, pulled, rows
+    return top, sorted(seen), n_pulls(), t, stopped, pulled, rows
 
 
 LOOP_CASES = {  # (arms' p, BanditConfig, environment options): each reaches another branch of the loop
