@@ -263,9 +263,7 @@ class PopulationEnvironment(RecordedEnvironment):
     def pull(self, arm: int) -> np.ndarray:
         start = int(self.pulls_of[arm]) * self.batch
         idx = np.arange(start, start + self.batch) % self.population
-        self.pulls_of[arm] += 1
-        self.sampled_pulls += 1
-        self.arms_pulled.add(int(arm))
+        self.pulls_of[arm] += 1  # harness_calls counts from pulls_of alone
         return self.values[arm, self.order_items[idx], self.order_samples[idx]].astype(np.float64)
 
     def harness_calls(self) -> int:
