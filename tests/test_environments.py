@@ -170,8 +170,11 @@ def test_calibration_standardises_each_part_on_random_subsets_of_the_pool():
                       for _ in range(200)])
     np.testing.assert_allclose(reward.center, draws.mean(axis=0), rtol=1e-12)
     np.testing.assert_allclose(reward.scale, draws.std(axis=0) + 1e-9, rtol=1e-12)
-    fresh = HiddenNonlinearReward(4, seed=0).calibrate(pool, queries, k=3, rng=np.random.default_rng(9))
-    assert not np.allclose(fresh.center, reward.center)  # 400 samples by default, not 200
+    by_default = HiddenNonlinearReward(4, seed=0).calibrate(pool, queries, k=3, rng=np.random.default_rng(9))
+    rng = np.random.default_rng(9)  # 400 samples by default
+    draws = np.array([reward.parts(queries[rng.integers(10)], pool[rng.choice(40, 3, replace=False)])
+                      for _ in range(400)])
+    np.testing.assert_allclose(by_default.center, draws.mean(axis=0), rtol=1e-12)
 
 
 def test_the_expected_reward_is_a_sigmoid_of_the_weighted_standardised_parts():
@@ -198,6 +201,10 @@ def test_a_draw_is_the_expected_reward_plus_gaussian_noise_clipped_to_the_unit_i
     reward.expected = lambda q, demos: 0.03
     near_bottom = np.array([reward(QUERIES[0], DEMOS[:2], np.random.default_rng(s)) for s in range(3000)])
     assert near_bottom.min() == 0.0 and (near_bottom == 0.0).mean() > 0.3
+    reward.expected = lambda q, demos: 0.5
+    for seed in range(5):  # the draw is the expected reward plus the generator's next normal, not minus it
+        assert reward(QUERIES[0], DEMOS[:2], np.random.default_rng(seed)) == pytest.approx(
+            0.5 + np.random.default_rng(seed).normal(0.0, 0.1))
     quiet = HiddenNonlinearReward(4, seed=0, noise=0.0)
     assert quiet(QUERIES[0], DEMOS[:2], np.random.default_rng(0)) == quiet.expected(QUERIES[0], DEMOS[:2])
 
@@ -211,10 +218,15 @@ def test_a_reward_module_gives_its_reward_and_its_expected_when_it_defines_one(t
     alone = tmp_path / "b" / "reward.py"  # the same file name: each must load as its own module
     alone.parent.mkdir()
     alone.write_text("def reward(q, d, rng):\n    return 0.75\n\nexpected = 0.5  # not callable: no exact truth\n")
+    bare = tmp_path / "bare.py"
+    bare.write_text("def reward(q, d, rng):\n    return 1.0\n")
     fn, expected = load_reward_module(with_expected)
     assert fn(None, None, None) == 0.25 and expected(None, None) == 0.5
-    fn, expected = load_reward_module(str(alone))
-    assert fn(None, None, None) == 0.75 and expected is None
+    other, expected = load_reward_module(str(alone))
+    assert other(None, None, None) == 0.75 and expected is None
+    assert fn.__module__ != other.__module__  # each file under its own module name, whatever its file name
+    fn, expected = load_reward_module(bare)
+    assert fn(None, None, None) == 1.0 and expected is None
 
 
 @pytest.mark.parametrize("text, message", [
@@ -246,7 +258,7 @@ def recorded_values(arms=2, items=4, samples=2):
 def test_a_recorded_pull_draws_one_sample_per_row_independently_in_float64():
     values = recorded_values(samples=2)
     env = RecordedEnvironment(values, np.array([0, 2]), np.arange(4), np.random.default_rng(0))
-    assert env.target == "fixed set" and env.pool_means.dtype == np.float64 and env.true_means.dtype == np.float64
+    assert env.n_arms == 2 and env.target == "fixed set" and env.pool_means.dtype == np.float64 and env.true_means.dtype == np.float64
     np.testing.assert_allclose(env.true_means, values[:, [0, 2]].astype(np.float64).reshape(2, -1).mean(axis=1))
     np.testing.assert_allclose(env.pool_means, values.astype(np.float64).reshape(2, -1).mean(axis=1))
     pulls = np.array([env.pull(1) for _ in range(200)])
@@ -279,7 +291,7 @@ def test_population_pulls_walk_one_shared_order_in_float64_and_calls_count_what_
     np.testing.assert_allclose(np.sort(seen), np.sort(values[0].astype(np.float64).ravel()))
     np.testing.assert_array_equal(np.concatenate([first, second])[6:], first[:2])  # then the same order again
     np.testing.assert_allclose(env.pull(1) - 0.25, first, atol=1e-6)  # arm 1's first batch: the same (item, sample) pairs
-    assert env.pulls_of.tolist() == [2, 1] and env.harness_calls() == 3 * 4  # sampled answers: every pull asks
+    assert env.pulls_of.dtype.kind == "i" and env.pulls_of.tolist() == [2, 1] and env.harness_calls() == 3 * 4  # sampled answers: every pull asks
     cached = PopulationEnvironment(recorded_values(arms=2, items=3, samples=1), np.arange(3), 2,
                                    np.random.default_rng(0))
     for _ in range(5):  # 10 rewards asked of a population of 3: 3 calls, the rest cached
