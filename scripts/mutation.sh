@@ -8,6 +8,8 @@
 #   MUTATION_WORKDIR=DIR MUTATION_RERUN_SURVIVORS=1 bash scripts/mutation.sh udr   # survivors again, after new tests
 #   MUTATION_WORKDIR=DIR MUTATION_SAMPLE=150 bash scripts/mutation.sh udr   # a seeded random sample of the rest
 #   MUTATION_TEST_FILES="tests/test_confidence.py tests/test_paired.py" bash scripts/mutation.sh dearicl/confidence
+#   MUTATION_TEST_FILES="tests/test_bandit_base.py" bash scripts/mutation.sh methods/bandit_base   # the listed files only
+#                                                (a methods/ module otherwise runs the tests naming its selectors)
 #   MUTATION_TIMEOUT=60 bash scripts/mutation.sh dearicl/pac   # a mutant's CPU limit: 2 x (its tests' seconds + 60)
 #                                                 (default 30 for dearicl/, 300 for methods/: a model fit per mutant)
 #
@@ -50,7 +52,9 @@ for module in "${MODULES[@]}"; do
   esac
   module="${module%.py}"
   [[ -f "$ROOT/$package/$module.py" ]] || { echo "error: no $package/$module.py" >&2; exit 2; }
-  if [[ $package == methods ]]; then
+  if [[ $package == methods && -n ${MUTATION_TEST_FILES:-} ]]; then
+    tests=$(printf '"%s", ' $MUTATION_TEST_FILES); tests="${tests%, }"  # the listed files, whole (a glue module's unit tests)
+  elif [[ $package == methods ]]; then
     # the registered names of the selectors the module defines select their behavioural tests (-k)
     names=$(cd "$ROOT" && "$PY" - "$module" <<'EOF'
 import inspect, sys
