@@ -18,15 +18,22 @@ POOL = [Item(id=f"pool:{i}", question=f"q{i}", answer=f"a{i}") for i in range(12
 VALIDATION = [Item(id=f"val:{i}", question=f"v{i}", answer=f"b{i}") for i in range(3)]
 
 
-class Selector(BanditSelector):
-    """The base alone: fit and select are each selector's own."""
-    name = "bandit-base-test"
+class Stub:
+    """fit and select are each selector's own: the bases alone are tested here."""
 
     def fit(self, ctx):
         return self
 
     def select(self, query):
         return []
+
+
+class Selector(Stub, BanditSelector):
+    name = "bandit-base-test"
+
+
+class Certified(Stub, PacSelector):
+    name = "bandit-base-pac-test"
 
 
 class Encoder:
@@ -54,16 +61,6 @@ class Oracle:
         self.calls += len(items)
         self.history.append(Pull(tuple(d.id for d in demos), tuple(it.id for it in items), tuple(rewards)))
         return np.array(rewards)
-
-
-class Certified(PacSelector):
-    name = "bandit-base-pac-test"
-
-    def fit(self, ctx):
-        return self
-
-    def select(self, query):
-        return []
 
 
 def context(arms=None, oracle=None, seed=0, k=3):
