@@ -228,3 +228,62 @@ def test_the_certified_selector_checks_its_settings_at_once_and_names_its_stop()
     result = PacResult(top_m=[0], pulls=3, rounds=3, stopped_by="certified", certificate=True)
     assert certified.trace_extra(result) == {"surrogate": "neural + linear head", "certificate": True}
     assert Selector().trace_extra(result) == {}
+
+
+# --- a whole fit through the real core, tiny: six arms, three validation items, a network of 8 units ---
+
+class ScoredOracle(Oracle):
+    """Each pull rewards the arm's demonstrations by their ids' mean over 11 (arm {9, 10, 11} is the best)."""
+
+    def __init__(self, budget: int = 10_000):
+        super().__init__({}, budget)
+
+    def pull(self, demos, items):
+        if self.calls + len(items) > self.budget:
+            raise BudgetExhausted("spent")
+        reward = float(np.mean([int(d.id.split(":")[1]) for d in demos])) / 11
+        self.calls += len(items)
+        self.history.append(Pull(tuple(d.id for d in demos), tuple(it.id for it in items), (reward,) * len(items)))
+        return np.full(len(items), reward)
+
+
+TINY = dict(k=3, n_arms=6, m=3, challengers=1, cold_start=2, max_pulls=8, mc_passes=4, epochs_per_round=1,
+            hidden=(8,), batch_size=4)
+ARMS4 = [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]]
+
+
+class Task:
+    name = "tiny"
+
+
+def test_a_neural_fit_runs_the_core_on_the_prepared_arms_and_keeps_what_it_needs_to_select():
+    ctx = FitContext(task=Task(), pool=POOL, validation=VALIDATION, encoder=Encoder(), oracle=ScoredOracle(), seed=2,
+                     k=3, arms=ARMS4)
+    selector = Selector(**TINY)
+    result = selector.fit_neural(ctx)
+    assert result is selector.result_ and selector.encoder_ is ctx.encoder
+    assert selector.prep_.arms.members.tolist() == ARMS4 and selector.surrogate_.cfg.seed == 2
+    assert 0 < result.pulls <= 8 and ctx.oracle.calls == 3 * result.pulls  # a pull: one call per validation item
+    assert len(result.top_m) == selector.top_m_size(4) == 2  # m lowered: the challenger and one arm stay outside
+    capped = Selector(**TINY).fit_neural(FitContext(**{**ctx.__dict__, "oracle": ScoredOracle()}), max_pulls=3)
+    assert capped.pulls == 3 and capped.stopped_by == "max_pulls"  # an override reaches the core
+    query = Item(id="test:5", question="t", answer="x")
+    scores = selector.candidate_scores(query, np.array([0, 3, 1]))
+    expected = selector.surrogate_.rank_scores(ctx.encoder.encode_items([query])[0], np.array([0, 3, 1]))
+    np.testing.assert_array_equal(scores, expected)
+    assert selector.best_for_query(query, np.array([0, 3, 1])) == selector.demos_of([0, 3, 1][int(np.argmax(scores))])
+    with pytest.raises(ConfigError, match="k=13 is larger than the pool of task 'tiny'"):
+        Selector(**{**TINY, "k": 13}).fit_neural(ctx)
+
+
+def test_a_certified_fit_stops_at_max_pulls_with_a_warning_and_refuses_an_empty_budget():
+    ctx = FitContext(task=Task(), pool=POOL, validation=VALIDATION, encoder=Encoder(), oracle=ScoredOracle(), seed=0,
+                     k=3, arms=ARMS4)
+    selector = Certified(**{**TINY, "m": 9, "max_pulls": 5}, audits_at_start=2, max_audits=2, feature_dim=2)
+    result = selector.fit_pac(ctx)
+    assert result is selector.result_ and result.pulls == 5 and result.stopped_by == "max_pulls"
+    assert len(result.top_m) == 3  # m lowered to the arms but one
+    assert selector.fit_warnings == ["stopped by max_pulls after 5 pulls before the certificate held: the returned "
+                                     "arms are not certified epsilon-good"]
+    with pytest.raises(FitFailed, match="no arm was pulled"):
+        Certified(**TINY).fit_pac(FitContext(**{**ctx.__dict__, "oracle": ScoredOracle(budget=0)}))
