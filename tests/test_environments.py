@@ -49,6 +49,8 @@ def test_the_linear_testbed_has_float_means_x_theta_and_unbiased_noise_around_th
     assert abs(draws.mean() - 5.0) < 0.05 and abs(draws.std() - 0.5) < 0.05  # N(0, 0.5^2) noise, centred
     exact = LinearEnvironment([[1.0, 2.0]], [0.5, 0.25], noise=0.0, rng=np.random.default_rng(0))
     assert exact.pull(0).tolist() == [1.0]
+    seeded = LinearEnvironment([[1.0, 2.0]], [0.5, 0.25], noise=0.5, rng=np.random.default_rng(3))
+    assert seeded.pull(0).tolist() == [1.0 + np.random.default_rng(3).normal(0.0, 0.5)]  # the draw added, not taken
 
 
 @pytest.mark.parametrize("features, theta", [([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]), ([[1.0, 2.0, 3.0]], [1.0, 2.0])])
@@ -92,6 +94,15 @@ def test_without_expected_the_truth_averages_the_stated_draws_and_reports_its_st
     assert np.all(np.abs(env.truth_se - np.sqrt(3 * 0.04 / 3 / 40) / 3) < 0.003)
 
 
+def test_the_truth_takes_64_draws_unless_told_and_two_draws_give_the_unbiased_variance():
+    env = EmbeddingEnvironment(ARMS, DEMOS, QUERIES, uniform_noise, np.random.default_rng(3))
+    means, se = by_hand_truth(3, 64)
+    assert env.truth_draws == 64
+    np.testing.assert_allclose(env.true_per_query, means, rtol=0, atol=1e-12)
+    two = EmbeddingEnvironment(ARMS, DEMOS, QUERIES, uniform_noise, np.random.default_rng(3), truth_samples=2)
+    np.testing.assert_allclose(two.truth_se, by_hand_truth(3, 2)[1], rtol=1e-9)  # n - 1 = 1 in the denominator
+
+
 def test_auto_draws_blocks_until_every_arm_s_error_is_below_the_target():
     # after one block of 64 the error is about 0.0083, after two about 0.0059, after three about 0.0048
     env = EmbeddingEnvironment(ARMS, DEMOS, QUERIES, uniform_noise, np.random.default_rng(3), truth_samples="auto",
@@ -112,6 +123,9 @@ def test_auto_stops_at_once_on_a_noise_free_reward_and_at_the_cap_on_an_unreacha
                                   truth_samples="auto", target_se=1e-6)
     assert capped.truth_draws == TRUTH_CAP  # the last block that fits under the cap, and no more
     assert 0.0 < capped.truth_se.max() < 0.003
+    no_target = EmbeddingEnvironment(one, DEMOS, QUERIES[:1], uniform_noise, np.random.default_rng(0),
+                                     truth_samples="auto")
+    assert no_target.truth_draws == TRUTH_CAP  # no target given: as many draws as the cap allows
 
 
 def test_a_pull_scores_the_arm_s_demonstrations_on_every_query_and_a_twin_has_the_same_truth_and_fresh_noise():
@@ -139,8 +153,10 @@ def test_the_landscape_is_fixed_by_its_seed():
     assert a.noise == 0.1 and a.gain == 1.5 and a.center.tolist() == [0.0] * 4 and a.scale.tolist() == [1.0] * 4
     wide = HiddenNonlinearReward(4, seed=1, noise=0.3, hidden=8, gain=2.0)
     assert wide.w_arm.shape == (4, 8) and wide.noise == 0.3 and wide.gain == 2.0
-    # every weight drawn N(0, 1): their spread over 4 x 32 draws is near 1 and their mean near 0
-    assert 0.8 < a.w_arm.std() < 1.2 and abs(a.w_arm.mean()) < 0.25 and 0.8 < a.w_int.std() < 1.2
+    # every weight drawn N(0, 1): over 50 x 200 and 200 draws, each one's mean is near 0 and its spread near 1
+    big = HiddenNonlinearReward(50, seed=3, hidden=200)
+    for weights in (big.w_arm, big.v_arm, big.w_int, big.v_int):
+        assert abs(weights.mean()) < 0.25 and 0.85 < weights.std() < 1.15
     assert not np.allclose(a.w_arm, a.w_int) and not np.allclose(a.v_arm, a.v_int)
 
 
