@@ -163,7 +163,7 @@ if Path("sample.txt").exists():  # stratified: the decided mutants outside the p
     drawn = [v for k, v in decided.items() if k in population]
     rest = [v for k, v in decided.items() if k not in population]
     hit = lambda vs: sum(v in ("killed", "timeout") for v in vs)
-    if drawn:
+    if drawn and counts["not checked"]:  # a sample that reached every undecided mutant is the whole module
         low, high = proportion_confint(hit(drawn), len(drawn), alpha=0.05, method="wilson")
         whole = lambda p: (hit(rest) + len(population) * p) / (len(rest) + len(population))
         estimate = whole(hit(drawn) / len(drawn))
