@@ -271,9 +271,14 @@ def test_a_neural_fit_runs_the_core_on_the_prepared_arms_and_keeps_what_it_needs
     scores = selector.candidate_scores(query, np.array([0, 3, 1]))
     expected = selector.surrogate_.rank_scores(ctx.encoder.encode_items([query])[0], np.array([0, 3, 1]))
     np.testing.assert_array_equal(scores, expected)
-    assert selector.best_for_query(query, np.array([0, 3, 1])) == selector.demos_of([0, 3, 1][int(np.argmax(scores))])
+    best = [0, 3, 1][int(np.argmax(scores))]
+    last_best = np.array([a for a in (0, 3, 1) if a != best] + [best])  # the best candidate is not the first one
+    assert selector.best_for_query(query, last_best) == selector.demos_of(best)
     with pytest.raises(ConfigError, match="k=13 is larger than the pool of task 'tiny'"):
         Selector(**{**TINY, "k": 13}).fit_neural(ctx)
+    built = Selector(**{**TINY, "n_arms": 5})
+    built.fit_neural(FitContext(**{**ctx.__dict__, "arms": None, "oracle": ScoredOracle()}))
+    assert len(built.prep_.arms) == 5  # no table's arms: n_arms of them are built
 
 
 def test_a_certified_fit_stops_at_max_pulls_with_a_warning_and_refuses_an_empty_budget():
@@ -285,5 +290,42 @@ def test_a_certified_fit_stops_at_max_pulls_with_a_warning_and_refuses_an_empty_
     assert len(result.top_m) == 3  # m lowered to the arms but one
     assert selector.fit_warnings == ["stopped by max_pulls after 5 pulls before the certificate held: the returned "
                                      "arms are not certified epsilon-good"]
+    assert selector.trace()[-1]["certificate"] == result.certificate  # the certified summary's own field
     with pytest.raises(FitFailed, match="no arm was pulled"):
         Certified(**TINY).fit_pac(FitContext(**{**ctx.__dict__, "oracle": ScoredOracle(budget=0)}))
+
+
+def test_a_certified_fit_passes_every_setting_and_the_seed_to_its_core(monkeypatch):
+    import methods.bandit_base
+
+    configs = []
+
+    class Spy:
+        def __init__(self, env, surrogate, cfg):
+            configs.append(cfg)
+
+        def run(self):
+            return PacResult(top_m=[0], pulls=2, rounds=2, stopped_by="certified")
+
+    monkeypatch.setattr(methods.bandit_base, "CertifiedTopM", Spy)
+    ctx = FitContext(task=Task(), pool=POOL, validation=VALIDATION, encoder=Encoder(), oracle=ScoredOracle(), seed=7,
+                     k=3, arms=ARMS4[:2])
+    Certified(**{**TINY, "m": 4, "epsilon": 0.3, "delta": 0.2, "cold_start": 3}, audits_at_start=4,
+              audit_share=0.3, max_audits=5, feature_dim=3, stop="model").fit_pac(ctx)
+    cfg = configs[0]
+    assert (cfg.m, cfg.epsilon, cfg.delta, cfg.cold_start, cfg.max_pulls, cfg.seed) == (1, 0.3, 0.2, 3, 8, 7)
+    assert (cfg.audits_at_start, cfg.audit_share, cfg.max_audits, cfg.feature_dim, cfg.stop) == (4, 0.3, 5, 3, "model")
+
+
+def test_the_defaults_are_the_harness_s_published_ones():
+    """studies/reference/selector-defaults.json holds every selector's; these are the bandits' shared ones."""
+    selector, certified = Selector(), Certified()
+    assert (selector.k, selector.n_arms, selector.m, selector.challengers, selector.epsilon, selector.delta,
+            selector.rule, selector.cold_start, selector.max_pulls, selector.beta, selector.sigma,
+            selector.patience) == (5, 100, 10, 5, 0.1, 0.05, "greedy", 5, None, "heuristic", 0.5, 0)
+    n = selector.neural
+    assert (n.hidden, n.dropout, n.lr, n.epochs_per_round, n.mc_passes, n.tau, n.batch_size, n.estimate,
+            n.width_schedule, n.log_k, n.mc_draws) == ((256, 128), 0.1, 1e-3, 4, 256, 1.0, 16, "dropout-off",
+                                                        "constant", "compared", "per-call")
+    assert certified.pac == {"audits_at_start": 10, "audit_share": 0.1, "max_audits": 20, "feature_dim": 4,
+                             "stop": "sequences"}
