@@ -3,7 +3,7 @@
 #
 #   bash scripts/mutation.sh                      # methods/knn.py (knn, mmr) and methods/case_dynamic.py
 #   bash scripts/mutation.sh lens explora udr     # other modules of methods/ (one mutmut run each)
-#   bash scripts/mutation.sh dearicl/bandit       # a module of dearicl/
+#   bash scripts/mutation.sh dearicl/bandit       # a module of dearicl/ (or of bench/ or reports/: the same rules)
 #   MUTATION_WORKDIR=DIR MUTATION_SECONDS=3600 bash scripts/mutation.sh udr   # in chunks: an hour, then resume
 #   MUTATION_WORKDIR=DIR MUTATION_RERUN_SURVIVORS=1 bash scripts/mutation.sh udr   # survivors again, after new tests
 #   MUTATION_WORKDIR=DIR MUTATION_SAMPLE=150 bash scripts/mutation.sh udr   # a seeded random sample of the rest
@@ -24,8 +24,8 @@
 #
 # Each module is mutated in a scratch clone of HEAD (nothing here is touched), against the tests that exercise
 # it: for methods/X.py the non-slow tests naming the selectors it defines (pytest -k) in the behavioural tests
-# (tests/test_selector_behaviour.py) and the selector unit-test files, for dearicl/X.py every test file that
-# imports it. The kill rates and every surviving mutant (its
+# (tests/test_selector_behaviour.py) and the selector unit-test files, for dearicl/X.py (bench/X.py, reports/X.py)
+# every test file that imports it. The kill rates and every surviving mutant (its
 # diff) go to studies/mutation/<module>.md and a summary row to studies/mutation/README.md. A surviving mutant is
 # a change of the code that no test notices: read it, and either add a test that fails on it or say why it is
 # equivalent (changes nothing observable). Too slow for CI (minutes per module on 2 cores).
@@ -47,7 +47,7 @@ mkdir -p "$OUT"
 
 for module in "${MODULES[@]}"; do
   case "$module" in
-    dearicl/*) package=dearicl; module="${module#dearicl/}"; timeout_constant=${MUTATION_TIMEOUT:-30} ;;
+    dearicl/*|bench/*|reports/*) package="${module%%/*}"; module="${module#*/}"; timeout_constant=${MUTATION_TIMEOUT:-30} ;;
     *) package=methods; module="${module#methods/}"; timeout_constant=${MUTATION_TIMEOUT:-300} ;;
   esac
   module="${module%.py}"
@@ -74,8 +74,8 @@ EOF
     tests="$(printf '"%s", ' $files)\"-m\", \"not slow\", \"-k\", \"${names}\""
   else
     # MUTATION_TEST_FILES narrows the importers to the listed files (a module whose importers include slow tests)
-    files=${MUTATION_TEST_FILES:-$(cd "$ROOT" && grep -lE "(from|import) dearicl(\.$module\b| import .*\b$module\b)" tests/test_*.py || true)}
-    [[ -n "$files" ]] || { echo "error: no test file imports dearicl.$module" >&2; exit 2; }
+    files=${MUTATION_TEST_FILES:-$(cd "$ROOT" && grep -lE "(from|import) $package(\.$module\b| import .*\b$module\b)" tests/test_*.py || true)}
+    [[ -n "$files" ]] || { echo "error: no test file imports $package.$module" >&2; exit 2; }
     tests=$(printf '"%s", ' $files); tests="${tests%, }"
   fi
   if [[ -n ${MUTATION_WORKDIR:-} ]]; then work="$MUTATION_WORKDIR/$package.$module"; else work="$(mktemp -d)"; fi
@@ -93,7 +93,8 @@ EOF
 [tool.mutmut]
 source_paths = ["$package/"]
 only_mutate = ["$package/$module.py"]
-also_copy = ["bench/", "methods/", "dearicl/", "reports/", "configs/", "scripts/", "studies/reference/", "studies/tables/"]
+# the committed studies and docs whole: reports/ and bench/ tests read them (a page rebuilt from its runs)
+also_copy = ["bench/", "methods/", "dearicl/", "reports/", "configs/", "scripts/", "studies/", "docs/", "README.md"]
 pytest_add_cli_args_test_selection = [$tests]
 pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x"]
 # mutmut kills a mutant after 2 x multiplier x (its tests' measured seconds + constant) CPU seconds; its default
@@ -144,7 +145,7 @@ module, seconds, out, mutmut = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]),
 status = {}
 for line in Path("results.txt").read_text().splitlines():
     name, sep, state = line.strip().rpartition(": ")
-    if sep and name.startswith(("methods.", "dearicl.")):
+    if sep and name.startswith(("methods.", "dearicl.", "bench.", "reports.")):
         status[name] = state
 counts = collections.Counter(status.values())
 tested = sum(v for k, v in counts.items() if k not in ("no tests", "skipped", "not checked"))

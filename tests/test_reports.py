@@ -33,6 +33,40 @@ def test_paired_t_test_degenerate_cases():
     assert math.isnan(same_diff.p) and not same_diff.better()
 
 
+def test_better_and_worse_need_p_strictly_below_alpha_on_the_asked_p_and_the_sign_of_the_difference():
+    from dataclasses import replace
+
+    a = {"1": 0.9, "2": 0.8, "3": 0.7, "4": 0.95, "5": 0.85}
+    b = {"1": 0.6, "2": 0.7, "3": 0.65, "4": 0.7, "5": 0.6}
+    up, down = PairedTTest.of(a, b), PairedTTest.of(b, a)  # p = 0.017 both ways, opposite signs
+    assert down.worse() and not down.better() and up.better() and not up.worse()
+    assert not up.better(alpha=up.p) and not down.worse(alpha=down.p)  # p == alpha is not significant
+    assert up.better(alpha=0.02) and not up.better(alpha=0.01)
+    # corrected=True reads the Holm-adjusted p (unset: no verdict), never the raw one
+    assert not down.worse(corrected=True) and not up.better(corrected=True)
+    assert replace(down, p_holm=0.04).worse(corrected=True) and not replace(down, p_holm=0.06).worse(corrected=True)
+    assert replace(up, p_holm=0.04).better(corrected=True) and not replace(up, p_holm=0.06).better(corrected=True)
+
+
+def test_bootstrap_ci_is_scipys_bca_interval_from_two_items_up():
+    from scipy import stats
+
+    from reports.stats import bootstrap_ci
+
+    skewed = np.array([0.1, 0.2, 0.2, 0.3, 0.9, 1.5, 3.0, 0.05, 0.4, 0.2])
+    def scipy_ci(method):
+        res = stats.bootstrap((np.sort(skewed),), np.mean, confidence_level=0.9, n_resamples=500, method=method,
+                              rng=np.random.default_rng(7))
+        return float(res.confidence_interval.low), float(res.confidence_interval.high)
+    bca, percentile = scipy_ci("BCa"), scipy_ci("percentile")
+    assert bootstrap_ci(skewed, confidence=0.9, resamples=500, seed=7) == pytest.approx(bca)
+    assert bca != pytest.approx(percentile)  # so the interval above is BCa's, not the fallback's
+    assert bootstrap_ci(skewed[::-1], confidence=0.9, resamples=500, seed=7) == pytest.approx(bca)  # item order
+    assert bootstrap_ci([0.0, 1.0]) == (0.0, 1.0)  # two items already have an interval
+    assert bootstrap_ci([0.5]) == (None, None) and bootstrap_ci([]) == (None, None)
+    assert bootstrap_ci([0.25, 0.25, 0.25]) == (0.25, 0.25)
+
+
 def _make_run(out, scores_by_method, task="gsm8k", selection_calls=None, groups=None, extras=None, traces=None):
     """extras: method -> a secondary metric's values, item by item ({"chrf": [...]}); traces: method -> its fit's trace."""
     out.mkdir(parents=True, exist_ok=True)
