@@ -65,6 +65,12 @@ def test_bootstrap_ci_is_scipys_bca_interval_from_two_items_up():
     assert bootstrap_ci([0.0, 1.0]) == (0.0, 1.0)  # two items already have an interval
     assert bootstrap_ci([0.5]) == (None, None) and bootstrap_ci([]) == (None, None)
     assert bootstrap_ci([0.25, 0.25, 0.25]) == (0.25, 0.25)
+    # BCa undefined (one resample: its bias correction is infinite): the percentile interval of the same draws
+    with np.errstate(all="ignore"), pytest.warns(Warning):
+        undefined = stats.bootstrap((np.array([0.0, 1.0, 1.0, 2.0]),), np.mean, n_resamples=1, method="BCa",
+                                    rng=np.random.default_rng(0)).confidence_interval
+    assert np.isnan(undefined.low) and np.isnan(undefined.high)
+    assert bootstrap_ci([2.0, 1.0, 0.0, 1.0], resamples=1) == (1.25, 1.25)
 
 
 def _make_run(out, scores_by_method, task="gsm8k", selection_calls=None, groups=None, extras=None, traces=None):
