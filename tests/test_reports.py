@@ -21,6 +21,7 @@ def test_paired_t_test_matches_hand_computation():
     t = d.mean() / (d.std(ddof=1) / math.sqrt(5))
     test = PairedTTest.of(a, b)
     assert test.n == 5 and test.t == pytest.approx(t) and test.mean_diff == pytest.approx(d.mean())
+    assert test.sd_diff == pytest.approx(d.std(ddof=1))  # the sample SD the MDD is computed from
     from scipy.stats import t as student_t
 
     assert test.p == pytest.approx(2 * student_t.sf(t, df=4)) and test.p == pytest.approx(0.01726, abs=1e-4)
@@ -31,6 +32,9 @@ def test_paired_t_test_degenerate_cases():
     assert math.isnan(PairedTTest.of({"1": 1.0}, {"1": 0.0}).p)  # one pair
     same_diff = PairedTTest.of({"1": 1.0, "2": 1.0}, {"1": 0.0, "2": 0.0})
     assert math.isnan(same_diff.p) and not same_diff.better()
+    # differences that vary though the sums do not: a real test (mean 0, p 1), not the zero-variance case
+    swapped = PairedTTest.of({"1": 1.0, "2": 0.0}, {"1": 0.0, "2": 1.0})
+    assert swapped.p == pytest.approx(1.0) and swapped.mean_diff == 0.0
 
 
 def test_better_and_worse_need_p_strictly_below_alpha_on_the_asked_p_and_the_sign_of_the_difference():

@@ -752,6 +752,7 @@ def test_the_two_way_bootstrap_finds_a_planted_difference_and_grants_equivalence
     assert noisy["mdd"] > 0.01
     assert planned_verdict(0.5, 0.001, margin=0.01, mdd=noisy["mdd"]) == "cannot decide (margin < MDD)"
     assert planned_verdict(0.5, 0.001, margin=0.05, mdd=0.02) == "equivalent within the margin"
+    assert planned_verdict(0.5, 0.001, margin=0.03, mdd=0.03) == "equivalent within the margin"  # margin = MDD
     assert planned_verdict(0.01, 0.9, margin=0.05, mdd=0.02) == "differs"
     # the items are resampled too: a seed-only bootstrap of item-dependent noise would be narrower
     item_noise = rng.normal(0, 0.3, size=200)[None, :] + np.zeros((30, 1))
