@@ -35,6 +35,21 @@ def test_paired_t_test_degenerate_cases():
     # differences that vary though the sums do not: a real test (mean 0, p 1), not the zero-variance case
     swapped = PairedTTest.of({"1": 1.0, "2": 0.0}, {"1": 0.0, "2": 1.0})
     assert swapped.p == pytest.approx(1.0) and swapped.mean_diff == 0.0
+    disjoint = PairedTTest.of({"1": 1.0}, {"2": 0.0})  # no item in common: no test of either kind
+    assert disjoint.n == 0 and disjoint.mcnemar_p is None and math.isnan(disjoint.p)
+
+
+def test_tost_is_statsmodels_and_a_difference_without_spread_is_known_exactly():
+    from statsmodels.stats.weightstats import ttost_paired
+
+    from reports.stats import tost_paired
+
+    a, b = np.array([0.5, 0.62, 0.7, 0.4]), np.array([0.49, 0.6, 0.72, 0.41])
+    assert tost_paired(a, b, 0.05) == pytest.approx(ttost_paired(a, b, -0.05, 0.05)[0])
+    exact = np.array([0.5, 0.625, 0.75, 0.375])
+    shifted = exact - 2**-7  # the same difference on every item, exactly in binary
+    assert tost_paired(exact, shifted, 0.02) == 0.0 and tost_paired(exact, shifted, 0.005) == 1.0
+    assert tost_paired(a[:1], b[:1], 0.02) == 0.0 and tost_paired(a[:1], b[:1], 0.005) == 1.0  # one pair
 
 
 def test_better_and_worse_need_p_strictly_below_alpha_on_the_asked_p_and_the_sign_of_the_difference():
