@@ -46,6 +46,8 @@ def test_tost_is_statsmodels_and_a_difference_without_spread_is_known_exactly():
 
     a, b = np.array([0.5, 0.62, 0.7, 0.4]), np.array([0.49, 0.6, 0.72, 0.41])
     assert tost_paired(a, b, 0.05) == pytest.approx(ttost_paired(a, b, -0.05, 0.05)[0])
+    two = tost_paired(a[:2], b[:2], 0.05)  # two pairs with spread: already statsmodels' test
+    assert 0 < two < 1 and two == pytest.approx(ttost_paired(a[:2], b[:2], -0.05, 0.05)[0])
     exact = np.array([0.5, 0.625, 0.75, 0.375])
     shifted = exact - 2**-7  # the same difference on every item, exactly in binary
     assert tost_paired(exact, shifted, 0.02) == 0.0 and tost_paired(exact, shifted, 0.005) == 1.0
@@ -73,10 +75,11 @@ def test_bootstrap_ci_is_scipys_bca_interval_from_two_items_up():
     from reports.stats import bootstrap_ci
 
     skewed = np.array([0.1, 0.2, 0.2, 0.3, 0.9, 1.5, 3.0, 0.05, 0.4, 0.2])
-    def scipy_ci(method):
-        res = stats.bootstrap((np.sort(skewed),), np.mean, confidence_level=0.9, n_resamples=500, method=method,
-                              rng=np.random.default_rng(7))
+    def scipy_ci(method, level=0.9, resamples=500, seed=7):
+        res = stats.bootstrap((np.sort(skewed),), np.mean, confidence_level=level, n_resamples=resamples,
+                              method=method, rng=np.random.default_rng(seed))
         return float(res.confidence_interval.low), float(res.confidence_interval.high)
+    assert bootstrap_ci(skewed) == pytest.approx(scipy_ci("BCa", 0.95, 2000, 0))  # the defaults: 95%, 2,000, seed 0
     bca, percentile = scipy_ci("BCa"), scipy_ci("percentile")
     assert bootstrap_ci(skewed, confidence=0.9, resamples=500, seed=7) == pytest.approx(bca)
     assert bca != pytest.approx(percentile)  # so the interval above is BCa's, not the fallback's
