@@ -1,5 +1,6 @@
 import json
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +76,7 @@ def test_bootstrap_ci_is_scipys_bca_interval_from_two_items_up():
     from reports.stats import bootstrap_ci
 
     skewed = np.array([0.1, 0.2, 0.2, 0.3, 0.9, 1.5, 3.0, 0.05, 0.4, 0.2])
+
     def scipy_ci(method, level=0.9, resamples=500, seed=7):
         res = stats.bootstrap((np.sort(skewed),), np.mean, confidence_level=level, n_resamples=resamples,
                               method=method, rng=np.random.default_rng(seed))
@@ -88,7 +90,8 @@ def test_bootstrap_ci_is_scipys_bca_interval_from_two_items_up():
     assert bootstrap_ci([0.5]) == (None, None) and bootstrap_ci([]) == (None, None)
     assert bootstrap_ci([0.25, 0.25, 0.25]) == (0.25, 0.25)
     # BCa undefined (one resample: its bias correction is infinite): the percentile interval of the same draws
-    with np.errstate(all="ignore"), pytest.warns(Warning):
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         undefined = stats.bootstrap((np.array([0.0, 1.0, 1.0, 2.0]),), np.mean, n_resamples=1, method="BCa",
                                     rng=np.random.default_rng(0)).confidence_interval
     assert np.isnan(undefined.low) and np.isnan(undefined.high)
