@@ -41,6 +41,26 @@ def version() -> str:
     return f"{PACKAGE} {installed(PACKAGE) or '(not installed)'}" + (f" (git {commit})" if commit else "")
 
 
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo), or what `platform` knows of it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def float_path() -> str:
+    """What decides a CPU run's floats beyond its seed: the CPU, the instruction set torch dispatches to, torch's
+    version. Two machines that differ here may part ways after many training steps (a seeded run is reproducible on
+    its machine, not across machines)."""
+    torch = sys.modules.get("torch")  # only when the run already loaded it
+    kernels = f"{torch.backends.cpu.get_cpu_capability()}, torch {torch.__version__}" if torch else "torch not loaded"
+    return f"{cpu_name()} ({platform.machine()}, {kernels})"
+
+
 def environment() -> dict:
     """Versions and machine, for results.json's `meta`."""
     device = "cpu"
@@ -51,4 +71,4 @@ def environment() -> dict:
     return {"package": installed(PACKAGE), "git_commit": git_commit() or None,
             "python": platform.python_version(),
             "libraries": {name: installed(name) for name in LIBRARIES if installed(name)},
-            "platform": platform.platform(), "machine": platform.machine(), "device": device}
+            "platform": platform.platform(), "machine": platform.machine(), "cpu": float_path(), "device": device}

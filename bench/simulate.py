@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 from bench.errors import ConfigError, DataError, unknown_name
 from bench.log import LOG
 from bench.options import HelpFormatter, Parser, default_data_dir
+from bench.provenance import float_path
 from bench.run_options import positive
 from dearicl.arms import arm_embeddings, build_arms, cluster_labels, slot_similarity_features
 from dearicl.bandit import BanditConfig, GapIndexTopM
@@ -539,6 +540,7 @@ def run_method(name: str, args, world_of, m: int, epsilon: float, noise: float, 
         if getattr(res, "event_held", None) is not None:
             entry["event"] = float(res.event_held)
         entry["stopped_by"] = res.stopped_by
+        entry["machine"] = float_path()  # a seeded run repeats on its machine, not always on another (its floats)
         if r == 0:
             entry["trace"] = res.trace
         line = json.dumps(entry, default=_plain)  # serialised once: written, and read back as a resumed run reads it

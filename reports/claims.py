@@ -664,7 +664,9 @@ def headline_block(tables: Path) -> str:
             word = "supported" if lo > 0.5 else "not reproduced" if hi < 0.5 else "cannot decide"
             words[word] = words.get(word, 0) + 1
             cells, in_range, total = cells + 1, in_range + count, total + len(r["rounds"])
-    readings = (f"Algorithm 1's one epoch a round, and l.782's 100 epochs in {hundred} of {3 * len(folders)} "
+    readings = (f"Algorithm 1's one epoch a round, and l.782's 100 epochs in every (table, c_t) cell"
+                if hundred == 3 * len(folders) else
+                f"Algorithm 1's one epoch a round, and l.782's 100 epochs in {hundred} of {3 * len(folders)} "
                 "(table, c_t) cells so far" if hundred else
                 "Algorithm 1's one epoch a round; l.782's reading, 100 epochs, not run yet")
     if cells:

@@ -92,7 +92,9 @@ def main(argv: list[str]) -> int:
                    "--challengers", str(args.challengers), "--neural", neural or "", "--no-progress",
                    "--checkpoint", str(args.out / "runs.jsonl")], encoder=encoder)
         row = out["results"][0]
-        done[label] = {"neural": neural, "seconds": round(time.perf_counter() - began, 1), "env": out["env"],
+        # seconds: what its runs took, in whichever sitting each ran (a row taken back from the checkpoint took more
+        # than this call's wall time)
+        done[label] = {"neural": neural, "seconds": round(row["mean_seconds"] * args.runs, 1), "env": out["env"],
                        **{k: row.get(k) for k in ("mean_rounds", "rounds_se", "mean_pulls", "pulls_se", "mean_calls",
                                                   "eps_error_rate", "eps_error_ucb95", "mean_simple_regret",
                                                   "simple_regret_se", "coverage", "stopped_by", "rounds", "target",
@@ -100,6 +102,9 @@ def main(argv: list[str]) -> int:
         done_path.write_text(json.dumps(done, indent=1))
         print(f"{label}: rounds {row['mean_rounds']:.1f}, eps-error {row['eps_error_rate']:.2f} "
               f"(<= {row['eps_error_ucb95']:.2f}), {time.perf_counter() - began:.0f} s", flush=True)
+    if done:  # in the settings' order, whichever order the rows ran in (side by side, --only)
+        done = {**{k: done[k] for k in settings if k in done}, **{k: v for k, v in done.items() if k not in settings}}
+        done_path.write_text(json.dumps(done, indent=1))
     write_markdown(done, args)
     return 0
 

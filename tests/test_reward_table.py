@@ -306,7 +306,8 @@ def test_the_knob_sweep_runs_each_setting_on_the_table_and_reports_the_paper_ran
     (out / "sweep.json").write_text(json.dumps(done))
     assert sweep.main(rerun) == 0
     again = json.loads((out / "sweep.json").read_text())["N 16"]
-    assert again["neural"] == "mc_passes=16" and again["seconds"] >= 0
+    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    assert again["neural"] == "mc_passes=16" and again["seconds"] == round(sum(r["seconds"] for r in runs), 1) > 0
     # run by run: its two runs were kept in runs.jsonl the first time, and taken back rather than run again
     assert len((out / "runs.jsonl").read_text().splitlines()) == 2 and again["rounds"] == done["N 16"]["rounds"]
 
@@ -316,6 +317,10 @@ def test_the_knob_sweep_runs_each_setting_on_the_table_and_reports_the_paper_ran
                        "--challengers", "1", "--out", str(stated), "--settings", "stated", "--skip", "100 epochs"]) == 0
     done = json.loads((stated / "sweep.json").read_text())
     assert list(done)[:2] == ["case", "case-script"] and done["case"]["settings"] == {"sigma": 0.5, "patience": 0}
+    (stated / "sweep.json").write_text(json.dumps(dict(reversed(done.items()))))  # rows written side by side
+    assert sweep.main([str(tmp_path / "t.npz"), "--runs", "2", "--n-val", "4", "--budget", "6", "--m", "2",
+                       "--challengers", "1", "--out", str(stated), "--settings", "stated", "--skip", "100 epochs"]) == 0
+    assert list(json.loads((stated / "sweep.json").read_text())) == list(done)  # back in the settings' order
     labels = [label for label in done if not label.startswith("case")]
     assert len(labels) == 4 and not any("100 epochs" in label for label in labels)
     for label in labels[1:]:  # Algorithm 1's epoch, and each c_t schedule, with every stated value

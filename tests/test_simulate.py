@@ -273,6 +273,8 @@ def test_a_checkpoint_takes_finished_runs_back_and_a_resumed_row_equals_one_run_
     whole = simulate("whole.json", 3)
     simulate("first.json", 2, "--checkpoint", str(ckpt))
     assert len(lines()) == 6 and {e["run"] for e in lines()} == {0, 1}
+    from bench.provenance import float_path  # each run names the machine whose floats it holds (dearicl loads torch)
+    assert {e["machine"] for e in lines()} == {float_path()} and "torch 2." in float_path()
     with ckpt.open("a") as f:
         f.write('{"key": "cut by a kill')  # half a line: its run is computed again
     resumed = simulate("resumed.json", 3, "--checkpoint", str(ckpt))
