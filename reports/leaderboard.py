@@ -158,6 +158,14 @@ def _scale(scale: dict) -> str:
     return "; ".join(f"{k}: {v}" for k, v in scale.items())
 
 
+def named(row: dict, seeds: list[int]) -> str:
+    """A selector in the page's verdict line, with the seeds its test paired where that is not every seed."""
+    paired = row.get("paired_seeds", [])
+    if len(paired) >= len(seeds):
+        return row["method"]
+    return f"{row['method']} (seed{'s' if len(paired) > 1 else ''} {', '.join(map(str, paired))} only)"
+
+
 def markdown_table(rows: list[dict], all_methods: list[str], n_seeds: int) -> str:
     out = []
     for row in rows:
@@ -209,8 +217,8 @@ def write(study: Path, tables: Path, tasks=TASKS, seeds=(0, 1, 2), resamples: in
     plotted = []
     for task, rows in board["tasks"].items():
         label = next((r["metric_label"] for r in rows if r.get("metric_label")), "score")
-        beats = [r["method"] for r in rows if r.get("verdict") == "beats random"]
-        below = [r["method"] for r in rows if r.get("verdict") == "below random"]
+        beats = [named(r, board["seeds"]) for r in rows if r.get("verdict") == "beats random"]
+        below = [named(r, board["seeds"]) for r in rows if r.get("verdict") == "below random"]
         lines += [f"## {task} ({label})", "",
                   f"Beat random few-shot after Holm's correction: {', '.join(beats) or 'none'}; below it: "
                   f"{', '.join(below) or 'none'}.", "",

@@ -74,6 +74,8 @@ def test_only_the_asked_seeds_count_and_a_seed_without_the_baseline_is_not_paire
     rows = {r["method"]: r for r in build(study, study / "no-tables", tasks=("rules",), seeds=(0, 1, 5),
                                           resamples=500)["tasks"]["rules"]}
     assert rows["knn"]["score"] == pytest.approx(2 / 3) and rows["knn"]["paired_seeds"] == [0, 1]
+    page = write(study, study / "no-tables", tasks=("rules",), seeds=(0, 1, 5), resamples=500).read_text()
+    assert "Beat random few-shot after Holm's correction: knn (seeds 0, 1 only); below it: none." in page
 
 
 def test_a_replayed_selector_scores_the_tables_recorded_answers_for_the_arm_it_chose(study, tmp_path):
