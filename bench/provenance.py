@@ -4,6 +4,7 @@ from __future__ import annotations
 import platform
 import subprocess
 import sys
+from functools import cache
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
 from pathlib import Path
@@ -41,6 +42,7 @@ def version() -> str:
     return f"{PACKAGE} {installed(PACKAGE) or '(not installed)'}" + (f" (git {commit})" if commit else "")
 
 
+@cache  # the CPU does not change within a process; simulate asks once a run
 def cpu_name() -> str:
     """The CPU's model name (/proc/cpuinfo), or what `platform` knows of it."""
     try:
