@@ -470,6 +470,10 @@ def table_parser() -> argparse.ArgumentParser:
     p.add_argument("--record-test", type=_positive, default=None, metavar="M",
                    help="build: record M of the --n-test items (a seeded subsample); a later build of all of them "
                         "reuses the cache, so a long CPU build lands in stages (the table's meta says how many)")
+    p.add_argument("--extend", type=Path, default=None, metavar="TABLE.npz",
+                   help="build: keep every cell of TABLE, an earlier stage of this build (same settings, fewer "
+                        "--record-test items), and answer only the items it lacks: a staged build grows on a "
+                        "machine without its cache (FILE may be TABLE itself)")
     p.add_argument("--bertscore-rescale", action="store_true",
                    help="build: BERTScore rewards baseline-rescaled, (F - b) / (1 - b) clipped at 0")
     p.add_argument("--pool-size", type=_positive, default=None, help="subsample the demonstration pool")
@@ -620,6 +624,17 @@ def cmd_table(argv: list[str]) -> int:
                           f"more than the {len(splits.test)} test items"))
     spec = LLMSpec(args.llm, backend=args.backend, api_base=args.api_base)
     resolve(spec)  # a bad name fails before any model loads
+    earlier = None
+    if args.extend is not None:
+        if args.plan is not None or args.answers_from is not None:
+            raise ConfigError("--extend grows a table built here; --plan and --answers-from build one elsewhere")
+        from bench.reward_table import RewardTable, extend_check, template_hash
+
+        earlier = RewardTable.load(args.extend)
+        extend_check(earlier, {"task": task.name, "answering": task.settings(), "k": args.k, "seed": args.seed,
+                               "n_arms": args.arms, "n_validation": len(splits.validation),
+                               "n_test": len(splits.test), "pool_size": len(splits.pool), "groups": list(groups),
+                               "template_hash": template_hash(task)}, args.extend)
     cache = None if args.plan else CallCache(args.cache or args.file.with_suffix(".cache.sqlite"))  # plan: no calls
     client = LLMClient(make_backend(spec), cache, CallLog(None),
                        GenerationParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
@@ -640,7 +655,7 @@ def cmd_table(argv: list[str]) -> int:
             raise ConfigError(f"--answers-from {args.answers_from}: not readable ({exc})") from None
     table = build(task, splits, client, Encoder(), bertscore, n_arms=args.arms, k=args.k, seed=args.seed,
                   samples=args.samples, progress=not args.no_progress, answers_from=recorded, groups=groups,
-                  test_recorded=args.record_test, shard=args.shard)
+                  test_recorded=args.record_test, shard=args.shard, extend=earlier)
     table.save(args.file)
     print(table.summary())
     print(f"wrote {args.file}")

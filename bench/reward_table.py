@@ -195,8 +195,36 @@ class RewardTable:
 
 
 def _provenance(meta: dict) -> dict:
-    return {k: meta.get(k) for k in ("groups", "extras", "code", "built_at", "build_seconds", "answers_recorded")
-            if meta.get(k) is not None}
+    return {k: meta.get(k) for k in ("groups", "extras", "code", "built_at", "build_seconds", "calls_answered",
+                                     "answers_recorded", "extends") if meta.get(k) is not None}
+
+
+# what an extended table must share with the build that extends it (the arms and items are checked apart)
+EXTEND_KEYS = ("task", "answering", "model", "k", "seed", "n_arms", "n_validation", "n_test", "pool_size", "groups",
+               "samples", "decoding", "template_hash", "options_template_hash", "bertscore", "shard")
+
+
+def extend_check(table: RewardTable, want: dict, path="the table") -> None:
+    """Before any model loads: `table` is an earlier stage of the build `want` (meta keys) describes."""
+    want = json.loads(json.dumps(want))  # as the table's meta reads back (tuples become lists)
+    differ = [k for k in EXTEND_KEYS if k in want and table.meta.get(k) != want[k]]
+    if differ:
+        k = differ[0]
+        raise ConfigError(f"--extend {path}: it was built with another {k} ({table.meta.get(k)!r}, this build "
+                          f"{want[k]!r}); only a staged build of the same settings grows")
+
+
+def extendable(table: RewardTable, arm_demos, items, want: dict) -> dict:
+    """{item id: its column in `table`}: the cells a build of `arm_demos` x `items` (and the meta `want`) keeps
+    from an earlier stage."""
+    extend_check(table, want)
+    if table.arm_demo_ids.tolist() != [[d.id for d in demos] for demos in arm_demos]:
+        raise ConfigError("--extend: the table holds other arms than this build draws (another pool or encoder)")
+    ids = {it.id for it in items}
+    stray = [str(i) for i in table.item_ids if str(i) not in ids]
+    if stray:
+        raise ConfigError(f"--extend: the table holds {len(stray)} item(s) this build does not draw ({stray[0]}, ...)")
+    return {str(i): c for c, i in enumerate(table.item_ids)}
 
 
 def table_splits(table: RewardTable, data_dir, path="the table"):
@@ -217,7 +245,8 @@ def table_splits(table: RewardTable, data_dir, path="the table"):
 
 def recorded_test(test: list, n: int | None, seed: int) -> list:
     """n of the test items, a seeded subsample kept in order (all when n is None): a build of the whole test set
-    later finds their calls in its cache, so a long CPU build lands in stages."""
+    later finds their calls in its cache, so a long CPU build lands in stages. The subsamples are nested (the
+    draw's first n of a larger n' are its n), so a build with more items extends one with fewer (`extend`)."""
     if n is None or n >= len(test):
         return list(test)
     keep = sorted(random.Random(f"recorded-test/{seed}").sample(range(len(test)), n))
@@ -365,9 +394,11 @@ def join_shards(tables: list[RewardTable]) -> RewardTable:
 def build(task, splits, client: LLMClient, encoder, bertscore, *, n_arms: int, k: int, seed: int, samples: int,
           progress: bool = True, answers_from: dict | None = None,
           groups: tuple[str, ...] = ("generation",), test_recorded: int | None = None,
-          shard: tuple[int, int] | None = None) -> RewardTable:
+          shard: tuple[int, int] | None = None, extend: RewardTable | None = None) -> RewardTable:
     """The table of every arm, or with `shard` (i, n) of the i-th of n slices of the arms (the arms are built
-    whole, as always, so the slices of n builds join into this build's table: `join_shards`)."""
+    whole, as always, so the slices of n builds join into this build's table: `join_shards`). With `extend`, an
+    earlier table of the same build (a staged build with fewer test items), its cells are kept and only the items
+    it lacks are answered: a staged build grows on another machine, without the cache that recorded it."""
     groups = check_columns(task, groups)
     generate = "generation" in groups
     samples = 1 if task.scoring == "rank" or client.params.greedy or not generate else samples  # deterministic
@@ -381,34 +412,48 @@ def build(task, splits, client: LLMClient, encoder, bertscore, *, n_arms: int, k
     if answers_from is not None:
         check_recorded(client, task, arm_demos, items, samples, answers_from)
     n = len(items)
+    params = client.params_for(task)
+    decoding = {"temperature": params.temperature, "max_new_tokens": params.max_new_tokens,
+                "stop": list(params.stop)} if generate else None
+    kept = {} if extend is None else extendable(extend, arm_demos, items, {
+        "groups": list(groups), "samples": samples, "model": client.backend.model_id, "decoding": decoding})
+    todo = [i for i, it in enumerate(items) if it.id not in kept]  # the columns this build answers
     shape = (len(arm_demos), n, samples)
     rewards, metric = np.full(shape, np.nan), np.full(shape, np.nan)  # NaN where not recorded (meta.columns)
     loglik = np.full((len(arm_demos), n), np.nan)
     extras: dict[str, np.ndarray] = {}
-    params = client.params_for(task)
     from bench.provenance import environment
 
     code = environment().get("git_commit", "")  # the code that runs the build (HEAD may move during an hour's build)
     began = time.perf_counter()
-    for a, got in enumerate(record(client, task, arm_demos, items, samples, progress=progress, groups=groups)):
+    asked = [items[i] for i in todo]
+    answered = record(client, task, arm_demos, asked, samples, progress=progress, groups=groups) if asked else []
+    for a, got in enumerate(answered):
         if generate:
             answers = got["answers"]
-            rewards[a] = reward_of(task, answers, list(items) * samples, bertscore).reshape(samples, n).T
-            metric[a] = np.reshape(answers.scores, (samples, n)).T
+            rewards[a, todo] = reward_of(task, answers, asked * samples, bertscore).reshape(samples, len(todo)).T
+            metric[a, todo] = np.reshape(answers.scores, (samples, len(todo))).T
             for name, values in answers.extras.items():
-                extras.setdefault(name, np.zeros(shape))[a] = np.reshape(values, (samples, n)).T
+                extras.setdefault(name, np.full(shape, np.nan))[a, todo] = np.reshape(values, (samples, len(todo))).T
         if "loglik" in got:
-            loglik[a] = got["loglik"]
+            loglik[a, todo] = got["loglik"]
         if "options" in got:
             for name, values in zip(OPTION_COLUMNS, got["options"]):
-                extras.setdefault(name, np.zeros((len(arm_demos), n, 1)))[a, :, 0] = values
+                extras.setdefault(name, np.full((len(arm_demos), n, 1), np.nan))[a, todo, 0] = values
     seconds = time.perf_counter() - began
+    if kept:  # the earlier table's cells, column by column
+        mine = [i for i, it in enumerate(items) if it.id in kept]
+        theirs = [kept[items[i].id] for i in mine]
+        rewards[:, mine], metric[:, mine], loglik[:, mine] = (extend.rewards[:, theirs], extend.metric[:, theirs],
+                                                              extend.loglik[:, theirs])
+        for name, values in extend.extras.items():
+            extras.setdefault(name, np.full(values.shape[:1] + (n,) + values.shape[2:], np.nan))[:, mine] = \
+                values[:, theirs]
     LOG.info("reward table %s (%s): %d arms x %d items x %d samples in %.0f s", task.name, ",".join(groups),
              len(arm_demos), n, samples, seconds)
     meta = {"task": task.name, "answering": task.settings(), "model": client.backend.model_id,
             "metric": task.metric_name, "extras": sorted(extras), "groups": list(groups),
-            "decoding": {"temperature": params.temperature, "max_new_tokens": params.max_new_tokens,
-                         "stop": list(params.stop)} if generate else None,
+            "decoding": decoding,
             "template_hash": template_hash(task), "k": k, "n_arms": all_arms, "seed": seed, "samples": samples,
             "n_validation": len(splits.validation), "n_test": len(splits.test), "pool_size": len(splits.pool),
             "code": code, "built_at": datetime.now(timezone.utc).isoformat(
@@ -425,6 +470,8 @@ def build(task, splits, client: LLMClient, encoder, bertscore, *, n_arms: int, k
         meta["answers_recorded"] = answers_from
     if shard is not None:
         meta["shard"] = {"index": shard[0], "of": shard[1], "arms": [lo, hi]}
+    if kept:  # build_seconds and calls_answered above are this process's: the kept items' came from this build
+        meta["extends"] = {**_provenance(extend.meta), "items_kept": len(kept)}
     return RewardTable(rewards, metric, loglik, np.array([it.id for it in items]),
                        np.array([it.split or ("validation" if i < len(splits.validation) else "test")
                                  for i, it in enumerate(items)]),

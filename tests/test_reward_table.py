@@ -602,7 +602,8 @@ def test_a_loglik_table_holds_only_the_gold_loglik_from_the_same_calls_as_a_gene
 
 
 def test_a_staged_build_records_a_seeded_part_of_the_test_items_and_the_whole_build_reuses_it(gsm8k_setting, encoder,
-                                                                                                 data_dir, tmp_path):
+                                                                                                 data_dir, tmp_path,
+                                                                                                 capsys):
     from fakes import FakeBackend, varied
 
     from bench.reward_table import table_splits
@@ -630,6 +631,30 @@ def test_a_staged_build_records_a_seeded_part_of_the_test_items_and_the_whole_bu
     assert _built(full.meta).endswith("for 3 calls (18 read from its cache, answered earlier)")
     columns = [list(full.item_ids).index(i) for i in staged.item_ids]
     assert np.array_equal(full.loglik[:, columns], staged.loglik)
+    # on a machine without that cache, --extend keeps the staged table's cells and answers only the item it lacks
+    fresh = FakeBackend(varied, batch_size=64)
+    grown = build(task, splits, LLMClient(fresh, CallCache(tmp_path / "new.sqlite"), params=params), encoder, None,
+                  n_arms=3, k=2, seed=0, samples=1, progress=False, groups=("loglik",),
+                  extend=RewardTable.load(tmp_path / "s.npz"))
+    assert len(fresh.prompts) == 3 * 1 and grown.meta["calls_answered"] == {"here": 3, "cache": 0}
+    assert list(grown.item_ids) == list(full.item_ids) and np.allclose(grown.loglik, full.loglik, rtol=1e-6)
+    assert grown.meta["extends"]["items_kept"] == 6 and grown.meta["extends"]["calls_answered"] == {"here": 18,
+                                                                                                     "cache": 0}
+    assert "n_test_recorded" not in grown.meta
+    # a table of another build does not grow this one: other arms, or items it does not draw
+    with pytest.raises(ConfigError, match="other arms"):
+        build(task, splits, LLMClient(fresh, CallCache(tmp_path / "new.sqlite"), params=params), encoder, None,
+              n_arms=2, k=2, seed=0, samples=1, progress=False, groups=("loglik",), extend=staged)
+    with pytest.raises(ConfigError, match="1 item\\(s\\) this build does not draw"):
+        build(task, splits, LLMClient(fresh, CallCache(tmp_path / "new.sqlite"), params=params), encoder, None,
+              n_arms=3, k=2, seed=0, samples=1, progress=False, groups=("loglik",), test_recorded=1, extend=staged)
+    # the command refuses a table of other settings in one line, before any model loads
+    capsys.readouterr()
+    assert main(["table", "build", str(tmp_path / "g.npz"), "--task", "gsm8k", "--reward", "metric", "--rewards",
+                 "loglik", "--arms", "3", "--k", "2", "--n-val", "4", "--pool-size", "30", "--data-dir",
+                 str(data_dir), "--llm", "smollm2-135m", "--extend", str(tmp_path / "s.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "built with another n_test (3, this build 200)" in err and len(err.strip().splitlines()) == 1
 
 
 def test_tables_of_other_arms_or_disagreeing_columns_do_not_merge(gsm8k_setting, encoder, tmp_path):
@@ -678,6 +703,14 @@ def test_aquarat_options_are_ranked_by_loglik_with_a_tie_counted_wrong(data_dir,
             others = np.delete(scores, gold)
             assert t.extras["option_correct"][a, i, 0] == float(scores[gold] > others.max())  # a tie is wrong
             assert t.extras["option_prob"][a, i, 0] == pytest.approx(softmax(scores)[gold], rel=1e-5)
+    # a staged build extended later holds the same option columns (kept cells and new ones in their places)
+    staged = build(task, splits, LLMClient(Scorer(), CallCache(tmp_path / "s.sqlite")), encoder, None, n_arms=3, k=2,
+                   seed=0, samples=3, progress=False, groups=("loglik", "options"), test_recorded=3)
+    grown = build(task, splits, LLMClient(Scorer(), CallCache(tmp_path / "g.sqlite")), encoder, None, n_arms=3, k=2,
+                  seed=0, samples=3, progress=False, groups=("loglik", "options"), extend=staged)
+    assert grown.meta["calls_answered"]["here"] == 3 * 3 * 2 and list(grown.item_ids) == list(t.item_ids)
+    for name in t.columns:
+        assert np.allclose(grown.values(name), t.values(name), rtol=1e-6), name
     # the ranking prompt shows question and option text, never the rationale or the letters
     demo = ranker.format_demo(splits.pool[0])
     assert splits.pool[0].rationale[:30] not in demo and "[Options]" not in demo and demo.startswith("[Question]:")
