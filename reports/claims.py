@@ -525,6 +525,13 @@ def _built(meta: dict) -> str:
     """Where a table's calls were answered: here (the build's time) or a GPU run of `table calls` (its answers
     merged here; the build's own seconds then only score them)."""
     answered = meta.get("answers_recorded")
+    if answered is None and meta.get("extends"):  # a staged build grown (`build --extend`): each stage's own time
+        stages, stage = [], meta
+        while stage:
+            stages.insert(0, stage)
+            stage = stage.get("extends")
+        each = " + ".join(f"{s['build_seconds']:,.0f} s" for s in stages)
+        return f"{sum(s['build_seconds'] for s in stages):,.0f} s here in {len(stages)} stages ({each})"
     if answered is None:
         calls = meta.get("calls_answered", {})
         return f"{meta['build_seconds']:,.0f} s here" + (

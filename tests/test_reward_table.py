@@ -641,6 +641,8 @@ def test_a_staged_build_records_a_seeded_part_of_the_test_items_and_the_whole_bu
     assert grown.meta["extends"]["items_kept"] == 6 and grown.meta["extends"]["calls_answered"] == {"here": 18,
                                                                                                      "cache": 0}
     assert "n_test_recorded" not in grown.meta
+    grown.meta["build_seconds"], grown.meta["extends"]["build_seconds"] = 30.0, 1200.0
+    assert _built(grown.meta) == "1,230 s here in 2 stages (1,200 s + 30 s)"
     # a table of another build does not grow this one: other arms, or items it does not draw
     with pytest.raises(ConfigError, match="other arms"):
         build(task, splits, LLMClient(fresh, CallCache(tmp_path / "new.sqlite"), params=params), encoder, None,
