@@ -470,7 +470,7 @@ def build(task, splits, client: LLMClient, encoder, bertscore, *, n_arms: int, k
         meta["answers_recorded"] = answers_from
     if shard is not None:
         meta["shard"] = {"index": shard[0], "of": shard[1], "arms": [lo, hi]}
-    if kept:  # build_seconds and calls_answered above are this process's: the kept items' came from this build
+    if kept:  # build_seconds and calls_answered above are this stage's; the kept cells' are the earlier stage's
         meta["extends"] = {**_provenance(extend.meta), "items_kept": len(kept)}
     return RewardTable(rewards, metric, loglik, np.array([it.id for it in items]),
                        np.array([it.split or ("validation" if i < len(splits.validation) else "test")
