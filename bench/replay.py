@@ -31,7 +31,7 @@ from bench.errors import ConfigError, unknown_name
 from bench.items import Item
 from bench.log import LOG, Progress
 from bench.oracle import Pull, RewardOracle
-from bench.reward_table import RewardTable, table_splits
+from bench.reward_table import RewardTable, held_test_items, table_splits
 from reports.stats import min_detectable_difference, tost_paired, verdict
 
 
@@ -282,19 +282,13 @@ def primary_tests(summary: dict, by: dict, baseline: str, others: list[str], tab
                           "verdict": planned_verdict(float(ph), float(pth), margin, g["mdd"])}
 
 
-def _test_items(meta: dict) -> str:
-    """The test items a table holds: a staged build records some of its n_test (`build --record-test`)."""
-    held = meta.get("n_test_recorded")
-    return f"{held} test items (of {meta['n_test']}: a staged table)" if held else f"{meta['n_test']} test items"
-
-
 def render(summary: dict, meta: dict, n_val: int, reward: str, metric_name: str = "metric") -> str:
     from tabulate import tabulate
 
     ref = summary["reference"]
     lines = [f"RECORDED rewards replayed (no LLM call): task {meta['task']}, model {meta['model']}, {meta['n_arms']} "
              f"arms of k={meta['k']}, {n_val} validation items a pull (of {meta['n_validation']}), "
-             f"{_test_items(meta)}; reward '{reward}', test score '{metric_name if metric_name != 'metric' else meta.get('metric', 'metric')}'. Arms' test scores: mean {ref['mean_arm']:.3f}, best {ref['best_arm']:.3f} "
+             f"{held_test_items(meta)}; reward '{reward}', test score '{metric_name if metric_name != 'metric' else meta.get('metric', 'metric')}'. Arms' test scores: mean {ref['mean_arm']:.3f}, best {ref['best_arm']:.3f} "
              f"(sd {ref['arms_sd']:.3f}); the arm best on the validation truth scores {ref['truth_best_arm']:.3f}.", ""]
     rows = [[m["method"], m["seeds"], f"{m['test_score']:.3f} [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]",
              f"{m['regret']:.3f}", f"{m['pulls']:.1f}", f"{m['rounds']:.1f}", f"{m['calls']:.0f}",

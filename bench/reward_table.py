@@ -111,9 +111,7 @@ class RewardTable:
         """What the table holds and how much its arms differ (validation means of each reward)."""
         m = self.meta
         lines = [f"reward table: task {m['task']}, model {m['model']}, {len(self.rewards)} arms of k={m['k']}, "
-                 f"{len(self.validation)} validation + {len(self.test)} test items"
-                 + (f" (of {m['n_test']}: a staged build)" if m.get("n_test_recorded") else "")
-                 + f", {self.rewards.shape[2]} sample(s); "
+                 f"{len(self.validation)} validation + {held_test_items(m)}, {self.rewards.shape[2]} sample(s); "
                  f"built {m['built_at']} in {m['build_seconds']:.0f} s; columns {', '.join(self.columns)}"]
         for what in self.columns:
             means = self.true_means(what)
@@ -192,6 +190,12 @@ class RewardTable:
                          if k in other.meta})
         return RewardTable(take("rewards").rewards, take("metric").metric, take("loglik").loglik, self.item_ids,
                            self.split, self.arm_demo_ids, meta, extras)
+
+
+def held_test_items(meta: dict) -> str:
+    """The test items a table holds: a staged build records some of its n_test (`build --record-test`)."""
+    held = meta.get("n_test_recorded")
+    return f"{held} test items (of {meta['n_test']}: a staged table)" if held else f"{meta['n_test']} test items"
 
 
 def _provenance(meta: dict) -> dict:

@@ -624,7 +624,7 @@ def test_a_staged_build_records_a_seeded_part_of_the_test_items_and_the_whole_bu
                  samples=1, progress=False, groups=("loglik",))
     assert len(backend.prompts) - asked == 3 * 1  # one new test item per arm: the rest came from the cache
     assert "n_test_recorded" not in full.meta
-    from bench.replay import _test_items  # a replay's header names the test items the table holds, not n_test
+    from bench.reward_table import held_test_items as _test_items  # a replay's header: the items held, not n_test
     assert (_test_items(staged.meta), _test_items(full.meta)) == ("2 test items (of 3: a staged table)",
                                                              "3 test items")
     # the table says how many calls its build answered and how many an earlier process did (its seconds cover the first)
