@@ -3,7 +3,8 @@
 # LUCB variants (lucb-pp, lucb-pp-wider, lucb-wider, lucb-quantile-pp) on the
 # SIMULATED testbed families; dearicl-pac (certified: its stop reads the sequences alone) and dearicl-pac-model (not
 # a certificate, for its coverage) on every family (PAC_FAMILIES; a neural fit a round makes them ~20x slower);
-# lucb-wor, lucb-paired-wor, lucb-pp-wor and lucb-pp-wider-wor (population protocol) and lucb-quantile (fixed set =
+# LUCB++'s split of PairedLUCB and dearicl-pac (lucb-paired-pp, dearicl-pac-pp) on every family;
+# lucb-wor, lucb-paired-wor, lucb-pp-wor, lucb-pp-wider-wor and lucb-paired-pp-wor (population protocol) and lucb-quantile (fixed set =
 # the whole pool; lucb-quantile-pp beside it) on the RECORDED
 # tables; lucb-wor and lucb-paired-wor on the difficulty family under the population protocol; every fixed-set
 # certified method on a CUSTOM landscape with close arms and an exact truth (configs/landscapes/close_arms.py; RUNS
@@ -56,6 +57,15 @@ simulated() {
     local eps=0.1; [[ $fam == difficulty ]] && eps=0.03  # as the model-free row of that family
     sim "$fam-pac" --env "$fam" --epsilon $eps --methods dearicl-pac,dearicl-pac-model
   done
+  # LUCB++'s one-sided split against the uniform split on the same instances: PairedLUCB's arms, then dearicl-pac's
+  for fam in difficulty nonlinear slots pairwise order latent; do
+    local eps=0.1; [[ $fam == difficulty ]] && eps=0.03
+    sim "$fam-paired-pp" --env "$fam" --epsilon $eps --methods lucb-paired-pp
+  done
+  for fam in $PAC_FAMILIES; do
+    local eps=0.1; [[ $fam == difficulty ]] && eps=0.03
+    sim "$fam-pac-pp" --env "$fam" --epsilon $eps --methods dearicl-pac-pp
+  done
 }
 tables() {
   for task in rules sst2 trec agnews wmt19 gsm8k aquarat; do
@@ -69,6 +79,7 @@ tables() {
     sim "table-$task-lucb-variants" --env "table:$table" --protocol population --epsilon $eps \
       --methods lucb-pp-wor,lucb-pp-wider-wor
     sim "table-$task-quantile-pp" --env "table:$table" --n-val 50 --epsilon $eps --methods lucb-quantile-pp
+    sim "table-$task-paired-pp" --env "table:$table" --protocol population --epsilon $eps --methods lucb-paired-pp-wor
   done
 }
 custom() {  # close arms (a few points apart) under dominant per-query difficulty, 0/1 rewards, the truth exact

@@ -59,6 +59,8 @@ def paired_ratio(row: dict | None, base: dict | None, key: str = "pulls") -> str
         return f"{point:.3f}"
     ci = stats.bootstrap((ours, theirs), lambda a, b, axis=-1: a.mean(axis) / b.mean(axis), paired=True,
                          vectorized=True, n_resamples=9999, random_state=0).confidence_interval
+    if not np.isfinite([ci.low, ci.high]).all():  # every resample gives the same ratio: no interval to show
+        return f"{point:.3f}"
     return f"{point:.3f} ({ci.low:.3f}-{ci.high:.3f})"  # 3 decimals: a goal of 0.75 is read at its edge
 
 
@@ -84,14 +86,42 @@ def close_arms(parts: dict[str, dict]) -> list[str]:
     return out
 
 
+def family_of(part: str) -> str:
+    """The family (or table part) a study part's rows join: its suffix naming the methods it ran dropped."""
+    for suffix in ("-pac-pp", "-paired-pp", "-pac", "-lucb-variants", "-quantile-pp"):
+        if part.endswith(suffix):
+            return part.removesuffix(suffix)
+    return part
+
+
+def split_table(rows: dict[str, dict]) -> list[str]:
+    """LUCB++'s one-sided split against the uniform split on the same instances: PairedLUCB's arms and dearicl-pac's
+    sequences on the families, PairedLUCB's without-replacement sequences on the tables."""
+    out = ["| LUCB++'s split, same instances | `lucb-paired` | `lucb-paired-pp` | pp / uniform: pulls (95% CI) | "
+           "`dearicl-pac` | `dearicl-pac-pp` | pp / uniform: pulls (95% CI) |", "|---|---|---|---|---|---|---|"]
+    for env in [*FAMILIES, *TABLES]:
+        if env in TABLES:
+            got = {**rows.get(f"table-{env}-population", {}), **rows.get(f"table-{env}", {})}
+            pairs = [(got.get("lucb-paired-wor"), got.get("lucb-paired-pp-wor")), (None, None)]
+            name = table_name(env, "RECORDED, population protocol")
+        else:
+            got = rows.get(env, {})
+            pairs = [(got.get("lucb-paired"), got.get("lucb-paired-pp")), (got.get("dearicl-pac"), got.get("dearicl-pac-pp"))]
+            name = f"{env} (SIMULATED{', epsilon 0.03' if env == 'difficulty' else ''})"
+        if all(pp is None for _, pp in pairs):
+            continue  # no split run there yet
+        out.append(f"| {name} | " + " | ".join(f"{cell(base)} | {cell(pp)} | {paired_ratio(pp, base)}"
+                                             for base, pp in pairs) + " |")
+    return out
+
+
 def tables(folder: Path) -> str:
     rows: dict[str, dict] = {}
     parts: dict[str, dict] = {}  # each JSON's rows by its own name
     for path in sorted(folder.glob("*.json")):
         for row in json.loads(path.read_text())["results"]:
             parts.setdefault(path.stem, {})[row["method"]] = row
-            rows.setdefault(path.stem.removesuffix("-pac").removesuffix("-lucb-variants").removesuffix("-quantile-pp"), {})[
-                row["method"]] = row
+            rows.setdefault(family_of(path.stem), {})[row["method"]] = row
     out = ["| family (SIMULATED) | " + " | ".join(f"`{m}`" for m in METHODS) + " |", "|---|" + "---|" * len(METHODS)]
     for family in FAMILIES:
         name = family + (" (epsilon 0.03)" if family == "difficulty" else "")
@@ -135,6 +165,9 @@ def tables(folder: Path) -> str:
         calls = f"; {paired_ratio(pp, plain, 'calls')}" if plain and pp and "mean_calls" in plain else ""
         regret = (f"{plain['mean_simple_regret']:.3f} / {pp['mean_simple_regret']:.3f}" if plain and pp else "-")
         out.append(f"| {name} | {cell(plain)} | {cell(pp)} | {paired_ratio(pp, plain)}{calls} | {regret} |")
+    split = split_table(rows)
+    if len(split) > 2:
+        out += [""] + split
     if any(part.startswith("close-arms") for part in parts):
         out += [""] + close_arms(parts)
     return "\n".join(out)

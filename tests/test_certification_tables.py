@@ -76,3 +76,20 @@ def test_the_close_arms_table_judges_each_method_against_delta_on_both_bounds(tm
     assert lines["| `lucb-kl`"].endswith("| no certificate to judge |")
     assert lines["| `lucb-paired`"].endswith("| no |") and lines["| `lucb-quantile`"].endswith("| no |")
     assert "| not run |" in lines["| `dearicl-pac`"]
+
+
+def test_the_split_table_sets_each_one_sided_split_beside_its_uniform_split_on_the_same_instances(tmp_path):
+    """LUCB++'s split (`-pp`) against the uniform split it tightens: each family's parts join by name, a table's
+    population parts too, and the ratio is of the same instances' pulls."""
+    (tmp_path / "slots.json").write_text(json.dumps({"results": [row("lucb-paired", [400.0, 500.0, 600.0])]}))
+    (tmp_path / "slots-paired-pp.json").write_text(json.dumps({"results": [row("lucb-paired-pp", [300.0, 400.0, 500.0])]}))
+    (tmp_path / "slots-pac.json").write_text(json.dumps({"results": [row("dearicl-pac", [200.0, 200.0, 200.0])]}))
+    (tmp_path / "slots-pac-pp.json").write_text(json.dumps({"results": [row("dearicl-pac-pp", [100.0, 100.0, 100.0])]}))
+    (tmp_path / "table-trec-population.json").write_text(json.dumps({"results": [row("lucb-paired-wor", [80.0, 90.0])]}))
+    (tmp_path / "table-trec-paired-pp.json").write_text(json.dumps({"results": [row("lucb-paired-pp-wor", [40.0, 45.0])]}))
+    text = tables.tables(tmp_path)
+    slots = [x for x in text.splitlines() if x.startswith("| slots (SIMULATED) | 500")][0]
+    assert "| 500; 0/3; 1.000 | 400; 0/3; 1.000 | 0.800 (" in slots and slots.endswith("| 200; 0/3; 1.000 | 100; 0/3; 1.000 | 0.500 |")
+    trec = [x for x in text.splitlines() if x.startswith("| trec (RECORDED, population protocol) |")][0]
+    assert "| 85; 0/2; 1.000 | 42; 0/2; 1.000 | 0.500 |" in trec  # proportional pulls: the point, no NaN interval
+    assert not [x for x in text.splitlines() if x.startswith("| nonlinear (SIMULATED) |") and "pp" in x]  # none run
