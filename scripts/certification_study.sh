@@ -42,6 +42,7 @@ sim() {  # name, then bench simulate's arguments
 }
 MODEL_FREE=lucb,lucb-kl,lucb-paired,lucb-quantile
 LUCB_VARIANTS=lucb-pp,lucb-pp-wider,lucb-wider  # LUCB++'s one-sided split and UGapE's sampling, on the same instances
+family_epsilon() { [[ $1 == difficulty ]] && echo 0.03 || echo 0.1; }  # as the model-free row of that family
 simulated() {
   sim difficulty --env difficulty --epsilon 0.03 --methods "$MODEL_FREE"  # realistic spreads: epsilon 0.03
   sim difficulty-lucb-variants --env difficulty --epsilon 0.03 --methods "$LUCB_VARIANTS"
@@ -54,17 +55,14 @@ simulated() {
     --epsilon 0.03 --methods lucb-wor,lucb-paired-wor
   for fam in nonlinear slots pairwise order latent; do sim "$fam" --env "$fam" --methods "$MODEL_FREE"; done
   for fam in $PAC_FAMILIES; do
-    local eps=0.1; [[ $fam == difficulty ]] && eps=0.03  # as the model-free row of that family
-    sim "$fam-pac" --env "$fam" --epsilon $eps --methods dearicl-pac,dearicl-pac-model
+    sim "$fam-pac" --env "$fam" --epsilon "$(family_epsilon "$fam")" --methods dearicl-pac,dearicl-pac-model
   done
   # LUCB++'s one-sided split against the uniform split on the same instances: PairedLUCB's arms, then dearicl-pac's
   for fam in difficulty nonlinear slots pairwise order latent; do
-    local eps=0.1; [[ $fam == difficulty ]] && eps=0.03
-    sim "$fam-paired-pp" --env "$fam" --epsilon $eps --methods lucb-paired-pp
+    sim "$fam-paired-pp" --env "$fam" --epsilon "$(family_epsilon "$fam")" --methods lucb-paired-pp
   done
   for fam in $PAC_FAMILIES; do
-    local eps=0.1; [[ $fam == difficulty ]] && eps=0.03
-    sim "$fam-pac-pp" --env "$fam" --epsilon $eps --methods dearicl-pac-pp
+    sim "$fam-pac-pp" --env "$fam" --epsilon "$(family_epsilon "$fam")" --methods dearicl-pac-pp
   done
 }
 tables() {
