@@ -491,7 +491,8 @@ def table_parser() -> argparse.ArgumentParser:
                         "or, repeated, the other shards of FILE's build (`build --shard`), joined into its table")
     p.add_argument("--shard", type=_shard, default=None, metavar="I/N",
                    help="build: record the I-th of N slices of the arms (0-based; the arms are built whole), so N "
-                        "jobs build one table; `table merge` joins the N files into the unsharded build's table")
+                        "jobs build one table; `table merge` joins the N files into the unsharded build's table (with "
+                        "--extend, each grows its slice of the earlier table)")
     p.add_argument("--scoring", choices=SCORINGS, default="auto", help="as for `run`")
     p.add_argument("--calibration", choices=CALIBRATIONS, default="none", help="as for `run`")
     p.add_argument("--reward", choices=REWARDS, default="auto", help="as for `run`")

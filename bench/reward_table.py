@@ -36,7 +36,7 @@ import hashlib
 import json
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -78,6 +78,11 @@ class RewardTable:
         """What a pull returns unless asked otherwise: the selection reward if recorded, else the gold
         log-likelihood."""
         return "rewards" if "rewards" in self.columns else "loglik"
+
+    def arm_slice(self, lo: int, hi: int) -> "RewardTable":
+        """Arms lo..hi-1 of the table, every item and column (the slice a `--shard` build records)."""
+        return replace(self, rewards=self.rewards[lo:hi], metric=self.metric[lo:hi], loglik=self.loglik[lo:hi],
+                       arm_demo_ids=self.arm_demo_ids[lo:hi], extras={n: v[lo:hi] for n, v in self.extras.items()})
 
     def values(self, what: str) -> np.ndarray:
         """rewards, metric, loglik or a secondary metric by name: [arms, items, samples] ([arms, items] for loglik)."""
@@ -386,7 +391,8 @@ def join_shards(tables: list[RewardTable]) -> RewardTable:
         raise ConfigError("table merge: the shards' arms do not cover the build's arms in order")
     cat = lambda arrays: np.concatenate(arrays, axis=0)  # noqa: E731
     meta = {**same, "built_at": max(t.meta["built_at"] for t in tables),
-            "build_seconds": round(sum(t.meta["build_seconds"] for t in tables), 1), "joined_shards": count}
+            "build_seconds": round(sum(t.meta["build_seconds"] for t in tables), 1), "joined_shards": count,
+            "shard_seconds": [t.meta["build_seconds"] for t in tables]}  # each process's own, for a stage's report
     if all("calls_answered" in t.meta for t in tables):
         meta["calls_answered"] = {k: sum(t.meta["calls_answered"][k] for t in tables) for k in ("here", "cache")}
     return RewardTable(cat([t.rewards for t in tables]), cat([t.metric for t in tables]),
@@ -411,6 +417,8 @@ def build(task, splits, client: LLMClient, encoder, bertscore, *, n_arms: int, k
     if shard is not None:
         lo, hi = shard_arms(all_arms, shard)
         arm_demos = arm_demos[lo:hi]
+        if extend is not None and len(extend.arm_demo_ids) == all_arms:  # a shard grows its slice of the table
+            extend = extend.arm_slice(lo, hi)
     test = recorded_test(splits.test, test_recorded, seed)
     items = list(splits.validation) + test
     if answers_from is not None:

@@ -530,7 +530,7 @@ def _built(meta: dict) -> str:
         while stage:
             stages.insert(0, stage)
             stage = stage.get("extends")
-        each = " + ".join(f"{s['build_seconds']:,.0f} s" for s in stages)
+        each = " + ".join(_stage_seconds(s) for s in stages)
         return f"{sum(s['build_seconds'] for s in stages):,.0f} s here in {len(stages)} stages ({each})"
     if answered is None:
         calls = meta.get("calls_answered", {})
@@ -539,6 +539,14 @@ def _built(meta: dict) -> str:
             else "")
     gpu = re.search(r"'gpu': '([^']+)'", str(answered))
     return f"calls answered on {gpu.group(1) if gpu else 'another machine'}"
+
+
+def _stage_seconds(stage: dict) -> str:
+    """A stage's build time; a stage of joined shards (`build --shard`) sums its processes and names each."""
+    shards = stage.get("shard_seconds")
+    if not shards:
+        return f"{stage['build_seconds']:,.0f} s"
+    return f"{stage['build_seconds']:,.0f} s in {len(shards)} shards ({', '.join(f'{s:,.0f} s' for s in shards)})"
 
 
 def paired_runs(a: list[float], b: list[float]) -> tuple[float, float]:

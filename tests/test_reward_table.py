@@ -644,6 +644,19 @@ def test_a_staged_build_records_a_seeded_part_of_the_test_items_and_the_whole_bu
     assert grown.meta["extends"]["items_kept"] == 6 and grown.meta["extends"]["calls_answered"] == {"here": 18,
                                                                                                      "cache": 0}
     assert "n_test_recorded" not in grown.meta
+    # two --shard builds grow their slices of the staged table; joined, they are the unsharded extension
+    from bench.reward_table import join_shards
+    shards = [build(task, splits, LLMClient(FakeBackend(varied, batch_size=64), CallCache(tmp_path / f"{i}.sqlite"),
+                                            params=params), encoder, None, n_arms=3, k=2, seed=0, samples=1,
+                    progress=False, groups=("loglik",), shard=(i, 2), extend=RewardTable.load(tmp_path / "s.npz"))
+              for i in range(2)]
+    assert [s.meta["calls_answered"]["here"] for s in shards] == [2, 1]  # only the item the staged table lacks
+    joined = join_shards(shards)
+    assert list(joined.item_ids) == list(grown.item_ids) and np.allclose(joined.loglik, grown.loglik, rtol=1e-6)
+    assert joined.arm_demo_ids.tolist() == grown.arm_demo_ids.tolist()
+    joined.meta["shard_seconds"], joined.meta["build_seconds"], joined.meta["extends"]["build_seconds"] = \
+        [20.0, 10.0], 30.0, 1200.0
+    assert _built(joined.meta) == "1,230 s here in 2 stages (1,200 s + 30 s in 2 shards (20 s, 10 s))"
     grown.meta["build_seconds"], grown.meta["extends"]["build_seconds"] = 30.0, 1200.0
     assert _built(grown.meta) == "1,230 s here in 2 stages (1,200 s + 30 s)"
     # a table of another build does not grow this one: other arms, or items it does not draw
