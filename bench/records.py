@@ -67,6 +67,18 @@ def append_jsonl(path: Path, rows: Iterable) -> None:
         handle.flush()
 
 
+def round_floats(value, digits: int):
+    """Every float in a JSON-like value to `digits` significant digits (NaN and infinities kept): a summary written
+    on another CPU, whose vector sums differ in the last bit, reads the same."""
+    if isinstance(value, float):
+        return float(f"{value:.{digits}g}")
+    if isinstance(value, dict):
+        return {k: round_floats(v, digits) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [round_floats(v, digits) for v in value]
+    return value
+
+
 def read_jsonl(path: Path) -> Iterator[dict]:
     if not path.exists():
         return

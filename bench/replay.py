@@ -31,6 +31,7 @@ from bench.errors import ConfigError, unknown_name
 from bench.items import Item
 from bench.log import LOG, Progress
 from bench.oracle import Pull, RewardOracle
+from bench.records import round_floats
 from bench.reward_table import RewardTable, held_test_items, table_splits
 from reports.stats import min_detectable_difference, tost_paired, verdict
 
@@ -254,6 +255,7 @@ def summarise(rows: list[dict], table: RewardTable, reward: str, baseline: str, 
 
 # the analysis plan's equivalence margins (studies/tables/ANALYSIS_PLAN.md), by the test score's column
 PLAN_MARGINS = {"metric": 0.05, "option_correct": 0.05, "chrf": 0.02, "loglik": 0.02}
+SUMMARY_DIGITS = 12  # summary.json's floats: far below any printed figure, above the last-bit noise of vector sums
 
 
 def primary_tests(summary: dict, by: dict, baseline: str, others: list[str], table: RewardTable, metric_name: str,
@@ -386,7 +388,8 @@ def run(path: Path, methods: list[str], params: dict, seeds: list[int], n_val: i
     text = render(summary, replay.table.meta, n_val, reward, metric_name)
     if out is not None:
         suffix = "" if default_metric or metric_name == "metric" else f"-{metric_name}"  # the same fits, scored otherwise
-        (out / f"summary{suffix}.json").write_text(json.dumps(result, indent=1))
+        # 12 significant digits: a rerun on another machine leaves the committed summary unchanged (last-bit sums)
+        (out / f"summary{suffix}.json").write_text(json.dumps(round_floats(result, SUMMARY_DIGITS), indent=1))
         (out / f"summary{suffix}.md").write_text(text + "\n")
     LOG.info("replayed %d fits from %s", len(todo), path)
     print(text)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from bench.errors import ConfigError, DataError
-from bench.records import RECORD_CHARS, ItemRecord, read_fits, read_jsonl
+from bench.records import RECORD_CHARS, ItemRecord, read_fits, read_jsonl, round_floats
 from reports.exemplars import RIGHT_AT
 
 TEMPLATE = Path(__file__).with_name("viewer_page.html")
@@ -86,7 +86,7 @@ def clean(value):
     """JSON-safe: NaN and infinities become null (JSON.parse rejects them), tuples lists, floats to 7 significant
     digits (a p-value of 3.1e-25 stays one)."""
     if isinstance(value, float):
-        return None if not math.isfinite(value) else float(f"{value:.7g}")
+        return None if not math.isfinite(value) else round_floats(value, 7)
     if isinstance(value, dict):
         return {str(k): clean(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
