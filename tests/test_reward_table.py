@@ -2,6 +2,7 @@
 of `rules`, whose rewards are known), saved without pickles, replayed by `bench simulate --env table:FILE` with
 the truth taken over the whole validation pool."""
 import json
+import math
 
 import numpy as np
 import pytest
@@ -200,6 +201,9 @@ def test_the_harness_selectors_replay_from_a_table_with_zero_llm_calls(table, tm
             assert row["true_value"] == pytest.approx(truth[arm]) and row["regret"] == pytest.approx(truth.max() - truth[arm])
     summary = json.loads((out / "summary.json").read_text())
     assert [c["method"] for c in summary["comparisons"]] == methods[1:]
+    # floats at 12 significant digits: another CPU's last-bit sums leave a committed summary unchanged
+    floats = [v for c in summary["comparisons"] for v in c.values() if isinstance(v, float) and math.isfinite(v)]
+    assert all(float(f"{v:.12g}") == v for v in floats) and any(float(f"{v:.6g}") != v for v in floats)
     assert all(c["verdict"] in ("differs", "differs, by less than the margin", "equivalent within the margin",
                                 "cannot decide") for c in summary["comparisons"])
     for row in rows:  # each test item's arm, kept for the primary test: the score is their mean
