@@ -388,7 +388,6 @@ def run(path: Path, methods: list[str], params: dict, seeds: list[int], n_val: i
     text = render(summary, replay.table.meta, n_val, reward, metric_name)
     if out is not None:
         suffix = "" if default_metric or metric_name == "metric" else f"-{metric_name}"  # the same fits, scored otherwise
-        # 12 significant digits: a rerun on another machine leaves the committed summary unchanged (last-bit sums)
         (out / f"summary{suffix}.json").write_text(json.dumps(round_floats(result, SUMMARY_DIGITS), indent=1))
         (out / f"summary{suffix}.md").write_text(text + "\n")
     LOG.info("replayed %d fits from %s", len(todo), path)
