@@ -66,8 +66,8 @@ for s in ("0.5", "0.65", "0.8", "0.9"):
         ok = all(r["eps_error_rate"] == 0 and r.get("event_rate") == 1.0 for r in runs.values())
         ratios = {f: runs[f]["mean_pulls"] / lucb[f] for f in families}
         worst = max(ratios.values())
-        order_w = 0 if w == "default" else 1 + (3 - ("0.3", "0.45", "0.8").index(w))  # then the larger W
-        rows.append((not ok, round(worst, 12), float(s), order_w, s, w))
+        w_order = (0.0,) if w == "default" else (1.0, -float(w))  # ties: the default W, then the larger W
+        rows.append((not ok, round(worst, 12), float(s), w_order, s, w))
         print(f"S {s:>4}  W {w:>7}  largest ratio {worst:.3f}  " + "  ".join(f"{f} {ratios[f]:.3f}" for f in families)
               + ("" if ok else "  (an eps-error or a missed event: excluded)"))
 best = sorted(rows)[0]
