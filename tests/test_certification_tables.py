@@ -1,6 +1,7 @@
 """scripts/certification_tables.py: the paired pull ratios the fixed-set and population goals are read from."""
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -93,3 +94,26 @@ def test_the_split_table_sets_each_one_sided_split_beside_its_uniform_split_on_t
     trec = [x for x in text.splitlines() if x.startswith("| trec (RECORDED, population protocol) |")][0]
     assert "| 85; 0/2; 1.000 | 42; 0/2; 1.000 | 0.500 |" in trec  # proportional pulls: the point, no NaN interval
     assert not [x for x in text.splitlines() if x.startswith("| nonlinear (SIMULATED) |") and "pp" in x]  # none run
+
+
+@pytest.mark.parametrize("tuning", ["tuning", "tuning-2"])
+def test_the_pre_registered_measurements_and_the_readme_figures_are_what_the_committed_runs_give(tuning):
+    """Each MEASURED.md family row's ratio is the paired ratio of the committed runs (the chosen pair's against lucb's),
+    and dearicl/README.md cites them (the first measurement as a range and difficulty's, the second one by one)."""
+    root = Path(__file__).parents[1]
+    study = root / "studies" / "bandit" / "certification"
+    measured = (study / tuning / "MEASURED.md").read_text()
+    readme = (root / "dearicl" / "README.md").read_text()
+    points = {}
+    for family in ("difficulty", "nonlinear", "slots", "pairwise", "order", "latent"):
+        ours = json.loads((study / tuning / f"measure-{family}.json").read_text())["results"][0]
+        base = next(r for r in json.loads((study / f"{family}.json").read_text())["results"] if r["method"] == "lucb")
+        ratio = tables.paired_ratio(ours, base)
+        assert f"| {family} | {base['mean_pulls']:.0f} | {ours['mean_pulls']:.0f} | {ratio} |" in measured
+        points[family] = ratio.split()[0]
+    flat = " ".join(readme.split())
+    cited = points if tuning == "tuning-2" else {"difficulty": points.pop("difficulty")}
+    for family, point in cited.items():  # "0.750 (0.746-0.754) on `nonlinear`", "0.741 on `slots`"
+        assert re.search(rf"{re.escape(point)}( \([^)]*\))? on `{family}`", flat), (family, point)
+    if tuning == "tuning":  # the five met families as one range
+        assert f"{min(points.values())}-{max(points.values())}x" in flat
