@@ -70,6 +70,8 @@ SIM_METHODS = {
     # the same, pulling only the critical pair's arm with the wider one-sided radius (UGapE's rule)
     "lucb-pp-wider": SimMethod("model-free", "lucb", lucb={"split": "lucb++", "sampling": "wider"}),
     "lucb-wider": SimMethod("model-free", "lucb", lucb={"sampling": "wider"}),  # today's split, UGapE's rule
+    # lucb-pp-wider on the plug-in sequence: one predictable lambda a pull instead of a mixture (QueryPlugInCS)
+    "lucb-pp-plugin": SimMethod("model-free", "lucb", cs="query-plugin", lucb={"split": "lucb++", "sampling": "wider"}),
     "lucb-wor": SimMethod("model-free", "lucb", cs="wor"),  # --protocol population: the pool mean, without replacement
     "lucb-pp-wor": SimMethod("model-free", "lucb", cs="wor", lucb={"split": "lucb++"}),  # LUCB++ on the pool mean
     "lucb-pp-wider-wor": SimMethod("model-free", "lucb", cs="wor", lucb={"split": "lucb++", "sampling": "wider"}),
@@ -165,6 +167,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--mixture-weight", type=float, default=None,
                    help="the per-query Bernstein sequence of the lucb methods: the mixture's weight on lambda = 0.95 "
                         "(default: 0.63, weights ~ 1/(j+1)^2); a tuning knob, as --upper-share")
+    p.add_argument("--lookahead", type=float, default=None,
+                   help="the plug-in sequence (cs query-plugin, lucb-pp-plugin): each pull's lambda aims at the variance "
+                        "after this many times the pulls so far (default 2, >= 1); a tuning knob, as --upper-share")
     p.add_argument("--truth-samples", type=truth_samples, default=64, metavar="N|auto",
                    help="custom without expected(): draws per (arm, query) averaged for the true means; auto: until "
                         "every arm's standard error is below epsilon / 10 (at most 4096). A truth whose standard error "
@@ -237,6 +242,8 @@ def parse_methods(args, linear: bool) -> list[str]:
     spec = args.methods or ("case" if linear else DEFAULT_METHODS)
     if not 0 < args.upper_share < 1 or args.mixture_weight is not None and not 0 < args.mixture_weight < 1:
         raise ConfigError("--upper-share and --mixture-weight must be in (0, 1)")
+    if args.lookahead is not None and not args.lookahead >= 1:
+        raise ConfigError(f"--lookahead must be >= 1, got {args.lookahead}")
     population = args.protocol == "population"
     if population and not (args.env.startswith("table:") or args.env in FAMILIES):
         raise ConfigError("--protocol population samples a finite pool without replacement: use --env table:FILE or a "
@@ -383,13 +390,15 @@ def upper_bound95(errors: list) -> float:
 
 
 def lucb_knobs(spec: SimMethod, args) -> dict:
-    """--upper-share (LUCB++ splits) and --mixture-weight (per-query Bernstein) where they apply and differ from
+    """--upper-share (LUCB++ splits), --mixture-weight (per-query Bernstein) and --lookahead (plug-in) where they apply and differ from
     their defaults: the recorded settings name only knobs that changed something."""
     knobs = {}
     if spec.lucb.get("split") == "lucb++" and args.upper_share != 0.5:
         knobs["upper_share"] = args.upper_share
     if (spec.cs or args.cs) == "query-bernstein" and args.mixture_weight is not None:
         knobs["first_weight"] = args.mixture_weight
+    if (spec.cs or args.cs) == "query-plugin" and args.lookahead is not None:
+        knobs["lookahead"] = args.lookahead
     return knobs
 
 

@@ -7,6 +7,8 @@
 #   bash scripts/certification_tuning.sh report    # the pre-registered endpoint per family: OUT/MEASURED.md
 # The second pre-registration (same file, its second section) tunes on every family, then measures as the first:
 #   OUT=studies/bandit/certification/tuning-2 bash scripts/certification_tuning.sh tune-all   # then measure, tables, report
+# The third (its third section) fixes the plug-in sequence's setting in advance, with no tuning stage:
+#   OUT=studies/bandit/certification/plugin bash scripts/certification_tuning.sh plugin      # then measure, tables, report
 # Parts whose JSON exists are skipped (a stopped run resumes). OUT=DIR (default studies/bandit/certification/tuning).
 source "$(dirname "$0")/_help.sh"  # -h/--help: the comment above, and nothing else
 set -euo pipefail
@@ -21,7 +23,17 @@ sim() {  # name, runs, then bench simulate's arguments
     > "$OUT/$name.txt" 2>&1
   mv "$OUT/$name.json.part" "$OUT/$name.json"
 }
+knobs() {  # CHOSEN: "S W" (lucb-pp-wider), or "S W LOOKAHEAD" (lucb-pp-plugin): the method and its arguments
+  read -r s w lookahead < "$OUT/CHOSEN"
+  method=lucb-pp-wider; args=(--upper-share "$s")
+  [[ $w != default ]] && args+=(--mixture-weight "$w")
+  if [[ -n ${lookahead:-} ]]; then method=lucb-pp-plugin; args+=(--lookahead "$lookahead"); fi
+  return 0
+}
 case ${1:-} in
+  plugin)  # the third pre-registration's setting, fixed before any run: S 0.8, lookahead 2 (no tuning)
+    echo "0.8 default 2" > "$OUT/CHOSEN"
+    ;;
   tune)
     for s in 0.5 0.65 0.8; do for w in default 0.8 0.9; do
       weight=(); [[ $w != default ]] && weight=(--mixture-weight "$w")
@@ -76,20 +88,17 @@ print(f"chosen (the second pre-registration's rule): S {best[4]}, W {best[5]}")
 PY
     ;;
   measure)
-    read -r s w < "$OUT/CHOSEN"
-    weight=(); [[ $w != default ]] && weight=(--mixture-weight "$w")
-    sim measure-difficulty 100 --env difficulty --epsilon 0.03 --seed 0 --methods lucb-pp-wider --upper-share "$s" "${weight[@]}"
+    knobs
+    sim measure-difficulty 100 --env difficulty --epsilon 0.03 --seed 0 --methods "$method" "${args[@]}"
     for fam in nonlinear slots pairwise order latent; do
-      sim "measure-$fam" 100 --env "$fam" --seed 0 --methods lucb-pp-wider --upper-share "$s" "${weight[@]}"
+      sim "measure-$fam" 100 --env "$fam" --seed 0 --methods "$method" "${args[@]}"
     done
     ;;
   tables)  # each table's certified cores' protocol (scripts/table_study.sh): 100 runs, 20 items a pull, 2,000 pulls
-    read -r s w < "$OUT/CHOSEN"
-    weight=(); [[ $w != default ]] && weight=(--mixture-weight "$w")
+    knobs
     for table in studies/tables/*.npz; do
       name=$(basename "$table" -gemma3-270m.npz)
-      BUDGET=2000 sim "measure-table-$name" 100 --env "table:$table" --n-val 20 --seed 0 --methods lucb-pp-wider \
-        --upper-share "$s" "${weight[@]}"
+      BUDGET=2000 sim "measure-table-$name" 100 --env "table:$table" --n-val 20 --seed 0 --methods "$method" "${args[@]}"
     done
     ;;
   report)  # the pre-registered endpoint per family: paired ratio to the committed lucb runs of the same instances
@@ -99,12 +108,15 @@ from pathlib import Path
 out = Path(sys.argv[1])
 spec = importlib.util.spec_from_file_location("ct", "scripts/certification_tables.py")
 ct = importlib.util.module_from_spec(spec); spec.loader.exec_module(ct)
-s, w = (out / "CHOSEN").read_text().split()
+s, w, *lookahead = (out / "CHOSEN").read_text().split()
 tuned_on = "the six families' seed-7 instances" if (out / "lucb-difficulty.json").exists() else "nonlinear seed 7"
-print(f"# lucb-pp-wider with S {s}, W {w} (chosen on {tuned_on}) against lucb, 100 instances a family\n")
+method, label = ("lucb-pp-plugin", "plug-in") if lookahead else ("lucb-pp-wider", "tuned")
+setting = (f"S {s}, lookahead {lookahead[0]} (fixed in advance, no tuning)" if lookahead
+           else f"S {s}, W {w} (chosen on {tuned_on})")
+print(f"# {method} with {setting} against lucb, 100 instances a family\n")
 print("Pre-registered goal per family: the paired ratio's 95% interval below 0.75, 0/100 eps-error, and the every-round "
       "event rate's 95% lower bound >= 0.95 (studies/bandit/certification/PREREGISTRATION.md).\n")
-print("| family | lucb pulls | tuned lucb-pp-wider pulls | ratio (95% BCa) | eps-error | every-round event (95% lower) | goal met |")
+print(f"| family | lucb pulls | {label} {method} pulls | ratio (95% BCa) | eps-error | every-round event (95% lower) | goal met |")
 print("|---|---|---|---|---|---|---|")
 for fam in ("difficulty", "nonlinear", "slots", "pairwise", "order", "latent"):
     part = out / f"measure-{fam}.json"
@@ -124,7 +136,7 @@ if tables:
     print("\nOn the RECORDED tables (not pre-registered as an endpoint: measured after the families), against `lucb` and "
           "the default `lucb-pp-wider` of each table's certified cores (`<table>/certified-fixed-set.json`, the same "
           "100 seeded fixed sets, 20 items a pull, at most 2,000 pulls):\n")
-    print("| table | lucb pulls | default lucb-pp-wider: ratio | tuned lucb-pp-wider pulls | ratio (95% BCa) | eps-error "
+    print(f"| table | lucb pulls | default lucb-pp-wider: ratio | {label} {method} pulls | ratio (95% BCa) | eps-error "
           "| every-round event (95% lower) |")
     print("|---|---|---|---|---|---|---|")
 for part in tables:
@@ -138,5 +150,5 @@ for part in tables:
           f"{ours['event_rate']:.2f} ({ours['event_rate_lcb95']:.3f}) |")
 PY
     ;;
-  *) echo "usage: $0 tune|measure|tables|report" >&2; exit 2 ;;
+  *) echo "usage: $0 tune|tune-all|plugin|measure|tables|report" >&2; exit 2 ;;
 esac
