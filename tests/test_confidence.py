@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from bench.errors import BudgetExhausted, ConfigError
-from dearicl.confidence import (LUCB, ArmStats, BettingCS, LUCBResult, QuantileLUCB, QueryBernsteinCS, WoRBettingCS,
+from dearicl.confidence import (LUCB, ArmStats, BettingCS, LUCBResult, QuantileLUCB, QueryBernsteinCS, QueryPlugInCS,
+                               WoRBettingCS, best_lambda,
                                anytime_radius, certificate_covers, confidence_sequence, empirical_bernstein_radius, hoeffding_radius,
                                quantile_sample_size)
 
@@ -491,7 +492,7 @@ def test_without_replacement_rules_out_means_no_remaining_population_can_reach()
     assert ones.all_bounds()[0][0] >= 0.4 - 1e-3 and zeros.all_bounds()[1][0] <= 0.6 + 1e-3
 
 
-@pytest.mark.parametrize("cs", ["query-bernstein", "kl", "betting"])
+@pytest.mark.parametrize("cs", ["query-bernstein", "query-plugin", "kl", "betting"])
 def test_lucb_pp_reads_each_side_from_a_sequence_at_its_own_level(cs):
     """LUCB++: the lower sides at delta / (2 (K - m)) each, the upper sides at delta / (2 m) each; a sequence whose sides
     are separate unions (the per-query Bernstein, KL) is built at twice the level, a betting one bets each side on its
@@ -499,7 +500,7 @@ def test_lucb_pp_reads_each_side_from_a_sequence_at_its_own_level(cs):
     env = MeansEnv(np.linspace(0.2, 0.8, 12), np.random.default_rng(0))
     lucb = LUCB(env, m=3, delta=0.06, cs=cs, split="lucb++")
     lower_level, upper_level = 0.06 / (2 * 9), 0.06 / (2 * 3)
-    if cs == "query-bernstein":  # log(2 / built level) per side = log(1 / side level)
+    if cs.startswith("query-"):  # log(2 / built level) per side = log(1 / side level)
         assert lucb.sequence.log_threshold == pytest.approx(math.log(1 / lower_level))
         assert lucb.upper_sequence.log_threshold == pytest.approx(math.log(1 / upper_level))
     elif cs == "kl":
@@ -755,3 +756,50 @@ def test_the_tuning_knobs_move_only_the_levels_and_weights_they_name():
     streams, delta = 300, 0.1
     missed = streams_missed(lambda: QueryBernsteinCS(1, delta, first_weight=0.9), np.random.default_rng(2), streams, 60)
     assert missed / streams <= delta + 3 * np.sqrt(delta * (1 - delta) / streams)
+
+
+@pytest.mark.parametrize("delta", [0.1, 0.3])
+def test_plug_in_sequence_is_anytime_valid_on_unequal_query_means(delta):
+    """One predictable lambda a pull (QueryPlugInCS): over 300 Bernoulli streams of 20 unequal query means, the
+    running intersection excludes the queries' average in at most delta of them (3 standard errors), at the default
+    lookahead and at lookahead 1, whose lambdas are the largest."""
+    for lookahead in (1.0, 2.0):
+        missed = streams_missed(lambda: QueryPlugInCS(1, delta, lookahead), np.random.default_rng(5), 300, 40)
+        assert missed / 300 <= delta + 3 * np.sqrt(delta * (1 - delta) / 300)
+
+
+def test_plug_in_lambda_is_chosen_before_the_pull_and_the_bounds_follow_the_formula():
+    """lambda_p comes from what was known before pull p; the bounds are (A -+ (B + log(2 / delta))) / (n sum lambda),
+    intersected over time; with no mixture weight to pay, a low-noise arm's interval is narrower than the mixture's."""
+    rng = np.random.default_rng(0)
+    p = rng.uniform(0.2, 0.8, 20)
+    cs, mixture = QueryPlugInCS(2, 0.01), QueryBernsteinCS(2, 0.01)
+    threshold = math.log(2 / 0.01)
+    a = b = lam_sum = 0.0
+    low_max, high_min, lambdas = -np.inf, np.inf, []
+    for pull in range(6):
+        x = np.clip(p + rng.normal(0, 0.1, 20), 0, 1)
+        lam = cs.next_lambda(0, 20)
+        predicted = cs.query_sum[0] / cs.pulls[0] if pull else np.full(20, 0.5)
+        cs.add(0, x)
+        mixture.add(0, x)
+        a, lam_sum = a + lam * x.sum(), lam_sum + lam
+        b += (-math.log1p(-lam) - lam) * ((x - predicted) ** 2).sum()
+        low_max = max(low_max, (a - b - threshold) / (20 * lam_sum))
+        high_min = min(high_min, (a + b + threshold) / (20 * lam_sum))
+        low, high = cs.all_bounds([0])
+        assert (low[0], high[0]) == pytest.approx((max(low_max, 0.0), min(high_min, 1.0)), abs=1e-12)
+        lambdas.append(lam)
+    assert low[0] <= p.mean() <= high[0]
+    assert all(0 < lam < 1 for lam in lambdas) and lambdas[1] > lambdas[-1]  # larger bets while the variance is small
+    m_low, m_high = mixture.all_bounds([0])
+    assert high[0] - low[0] < 0.95 * (m_high[0] - m_low[0])
+    # the rule: the best constant lambda for the variance term after lookahead x (pulls + 1), from the arm's own v and
+    # the pooled v of a later pull (first pulls apart)
+    repeat = cs.repeat_error[0] / cs.repeat_error[1]
+    assert cs.repeat_error[1] == 5 and cs.first_error[1] == 1
+    assert cs.next_lambda(0, 20) == pytest.approx(best_lambda(threshold, cs.v[0] + repeat + (2 - 1) * 7 * repeat))
+    assert cs.next_lambda(1, 20) == pytest.approx(best_lambda(threshold, cs.first_error[0] + repeat))
+    assert best_lambda(9.1, 1.0) == pytest.approx(0.921, abs=2e-3) and best_lambda(5.0, 1e-6) == 0.99
+    with pytest.raises(ConfigError, match="lookahead must be >= 1"):
+        QueryPlugInCS(2, 0.05, lookahead=0.5)

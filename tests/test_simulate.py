@@ -66,6 +66,7 @@ def test_custom_reward_module(tmp_path, data_dir):
     (["--env", "nonlinear", "--protocol", "population"], "give --batch below it"),
     (["--env", "nonlinear", "--protocol", "population", "--n-val", "20", "--batch", "20"], "give --batch below it"),
     (["--env", "nonlinear", "--methods", "lucb-wor"], "add --protocol population"),
+    (["--env", "nonlinear", "--lookahead", "0.5"], "--lookahead must be >= 1, got 0.5"),
 ])
 def test_simulate_bad_input(tmp_path, capsys, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)
@@ -96,7 +97,8 @@ def test_family_run_reports_every_metric_with_standard_errors(tmp_path, data_dir
     assert data["env"]["instances"] == "one per run" and data["env"]["simulated"]
     methods = [r["method"] for r in data["results"]]
     assert methods == ["case", "case-script", "dearicl", "dearicl-random", "dearicl-cal0", "dearicl-paper-schedule",
-                       "dearicl-mc-mean", "dearicl-paper", "lucb", "lucb-kl", "lucb-pp", "lucb-pp-wider", "lucb-wider", "lucb-quantile",
+                       "dearicl-mc-mean", "dearicl-paper", "lucb", "lucb-kl", "lucb-pp", "lucb-pp-wider", "lucb-wider", "lucb-pp-plugin",
+                       "lucb-quantile",
                        "lucb-quantile-pp", "lucb-paired", "lucb-paired-pp", "dearicl-pac", "dearicl-pac-pp",
                        "dearicl-pac-model"]
     for res in data["results"]:
@@ -118,6 +120,7 @@ def test_family_run_reports_every_metric_with_standard_errors(tmp_path, data_dir
     assert settings["lucb-paired-pp"] == {"cs": "query-bernstein", "split": "lucb++"}
     assert settings["lucb"] == {} and settings["lucb-kl"] == {"cs": "kl"}
     assert settings["lucb-pp"] == {"split": "lucb++"} and settings["lucb-wider"] == {"sampling": "wider"}
+    assert settings["lucb-pp-plugin"] == {"cs": "query-plugin", "split": "lucb++", "sampling": "wider"}
     assert settings["lucb-quantile"] == {"rho": 0.1, "m": 1, "arms_sampled": 24}  # 37 > 24 arms: every arm
     assert settings["lucb-quantile-pp"] == {"split": "lucb++", "sampling": "wider", "rho": 0.1, "m": 1, "arms_sampled": 24}
     assert (tmp_path / "scatter.png").stat().st_size > 1000 and (tmp_path / "conv.png").stat().st_size > 1000
@@ -321,3 +324,21 @@ def test_neural_overrides_reach_every_neural_method_dearicl_pac_included(tmp_pat
     assert all(c.hidden == (8,) and c.mc_passes == 16 for c in built)
     rows = json.loads((tmp_path / "o.json").read_text())["results"]
     assert all(r["settings"]["hidden"] == [8] for r in rows)
+
+
+def test_the_plug_in_knob_reaches_its_sequence_and_only_its_methods():
+    """--lookahead names the plug-in sequence's knob where it applies (lucb-pp-plugin, or --cs query-plugin), as
+    --mixture-weight names the mixture's; the sequences LUCB builds carry it."""
+    from types import SimpleNamespace
+    from bench.simulate import SIM_METHODS, lucb_knobs
+    from dearicl.confidence import LUCB
+    args = SimpleNamespace(upper_share=0.8, mixture_weight=0.9, lookahead=4.0, cs="query-bernstein")
+    assert lucb_knobs(SIM_METHODS["lucb-pp-plugin"], args) == {"upper_share": 0.8, "lookahead": 4.0}
+    assert lucb_knobs(SIM_METHODS["lucb-pp-wider"], args) == {"upper_share": 0.8, "first_weight": 0.9}
+    assert lucb_knobs(SIM_METHODS["lucb"], SimpleNamespace(**{**vars(args), "cs": "query-plugin"})) == {"lookahead": 4.0}
+
+    class Env:
+        n_arms = 12
+    lucb = LUCB(Env(), m=3, cs="query-plugin", split="lucb++", upper_share=0.8, lookahead=4.0)
+    assert lucb.sequence.lookahead == lucb.upper_sequence.lookahead == 4.0
+    assert LUCB(Env(), m=3, cs="query-plugin").sequence.lookahead == 2.0

@@ -527,7 +527,7 @@ def test_pac_loop_counts_its_rounds_pulls_one_arm_per_audit_and_names_each_way_i
     ({"audits_at_start": 1}, r"^dearicl-pac: audits_at_start must be >= 2 and audit_share in \[0, 1\)$"),
     ({"audit_share": 1.0}, "audit_share in"), ({"audit_share": 1.5}, "audit_share in"),
     ({"audit_share": -0.1}, "audit_share in"),
-    ({"cs": "nope"}, r"^dearicl-pac: cs must be one of query-bernstein, betting, bernstein, kl, got 'nope'$"),
+    ({"cs": "nope"}, r"^dearicl-pac: cs must be one of query-bernstein, query-plugin, betting, bernstein, kl, got 'nope'$"),
 ])
 def test_pac_settings_out_of_range_are_config_errors_that_say_which(settings, message):
     with pytest.raises(ConfigError, match=message):
