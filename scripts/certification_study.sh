@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every certified bandit at RUNS instances a family (default 100): lucb, lucb-kl, lucb-paired, lucb-quantile and the
-# LUCB variants (lucb-pp, lucb-pp-wider, lucb-wider, lucb-quantile-pp) on the
+# LUCB variants (lucb-pp, lucb-pp-wider, lucb-wider, lucb-quantile-pp; lucb-pp-plugin on the close arms) on the
 # SIMULATED testbed families; dearicl-pac (certified: its stop reads the sequences alone) and dearicl-pac-model (not
 # a certificate, for its coverage) on every family (PAC_FAMILIES; a neural fit a round makes them ~20x slower);
 # LUCB++'s split of PairedLUCB and dearicl-pac (lucb-paired-pp, dearicl-pac-pp) on every family;
@@ -88,6 +88,8 @@ custom() {  # close arms (a few points apart) under dominant per-query difficult
   sim close-arms-quantile-pp "${landscape[@]}" --methods lucb-quantile-pp
   # the pre-registered knobs (PREREGISTRATION.md): the upper sides' share 0.8, the mixture weight 0.9
   sim close-arms-tuned "${landscape[@]}" --methods lucb-pp-wider --upper-share 0.8 --mixture-weight 0.9
+  # the third pre-registration's plug-in sequence at its fixed setting (S 0.8, lookahead 2)
+  sim close-arms-plugin "${landscape[@]}" --methods lucb-pp-plugin --upper-share 0.8 --lookahead 2
   RUNS=${PAC_RUNS:-$RUNS} sim close-arms-pac "${landscape[@]}" --methods dearicl-pac,dearicl-pac-pp
 }
 [[ " $STREAMS " == *" custom "* ]] && custom &

@@ -26,7 +26,9 @@ WOR_VARIANTS = ["lucb-pp-wor", "lucb-pp-wider-wor"]  # against `lucb-wor` on the
 CLOSE_ARMS = [("close-arms", m) for m in ("lucb", "lucb-kl", "lucb-paired", "lucb-quantile")] + \
     [("close-arms-lucb-variants", m) for m in ("lucb-pp", "lucb-pp-wider", "lucb-wider", "lucb-paired-pp")] + \
     [("close-arms-quantile-pp", "lucb-quantile-pp"), ("close-arms-tuned", "lucb-pp-wider"),
-     ("close-arms-pac", "dearicl-pac"), ("close-arms-pac", "dearicl-pac-pp")]
+     ("close-arms-plugin", "lucb-pp-plugin"), ("close-arms-pac", "dearicl-pac"), ("close-arms-pac", "dearicl-pac-pp")]
+LABELS = {"close-arms-tuned": " (tuned: upper share 0.8, weight 0.9)",
+          "close-arms-plugin": " (pre-registered: upper share 0.8, lookahead 2)"}
 
 
 def cell(row: dict | None) -> str:
@@ -71,7 +73,7 @@ def close_arms(parts: dict[str, dict]) -> list[str]:
            "event at every round (95% lower bound) | both within delta |", "|---|---|---|---|---|---|---|"]
     for part, method in CLOSE_ARMS:
         row = parts.get(part, {}).get(method)
-        name = f"`{method}`" + (" (tuned: upper share 0.8, weight 0.9)" if part == "close-arms-tuned" else "")
+        name = f"`{method}`" + LABELS.get(part, "")
         if row is None:
             out.append(f"| {name} | not run | | | | | |")
             continue

@@ -96,10 +96,11 @@ def test_the_split_table_sets_each_one_sided_split_beside_its_uniform_split_on_t
     assert not [x for x in text.splitlines() if x.startswith("| nonlinear (SIMULATED) |") and "pp" in x]  # none run
 
 
-@pytest.mark.parametrize("tuning", ["tuning", "tuning-2"])
+@pytest.mark.parametrize("tuning", ["tuning", "tuning-2", "plugin"])
 def test_the_pre_registered_measurements_and_the_readme_figures_are_what_the_committed_runs_give(tuning):
-    """Each MEASURED.md family row's ratio is the paired ratio of the committed runs (the chosen pair's against lucb's),
-    and dearicl/README.md cites them (the first measurement as a range and difficulty's, the second one by one)."""
+    """Each MEASURED.md family row's ratio is the paired ratio of the committed runs (the chosen setting's against
+    lucb's), and dearicl/README.md cites them (the first measurement as a range and difficulty's, the others one by
+    one)."""
     root = Path(__file__).parents[1]
     study = root / "studies" / "bandit" / "certification"
     measured = (study / tuning / "MEASURED.md").read_text()
@@ -112,8 +113,17 @@ def test_the_pre_registered_measurements_and_the_readme_figures_are_what_the_com
         assert f"| {family} | {base['mean_pulls']:.0f} | {ours['mean_pulls']:.0f} | {ratio} |" in measured
         points[family] = ratio.split()[0]
     flat = " ".join(readme.split())
-    cited = points if tuning == "tuning-2" else {"difficulty": points.pop("difficulty")}
+    cited = points if tuning != "tuning" else {"difficulty": points.pop("difficulty")}
     for family, point in cited.items():  # "0.750 (0.746-0.754) on `nonlinear`", "0.741 on `slots`"
         assert re.search(rf"{re.escape(point)}( \([^)]*\))? on `{family}`", flat), (family, point)
     if tuning == "tuning":  # the five met families as one range
         assert f"{min(points.values())}-{max(points.values())}x" in flat
+    if tuning == "plugin":  # the recorded tables as one range
+        table_points = []
+        for part in sorted((study / tuning).glob("measure-table-*.json")):
+            name = part.stem.removeprefix("measure-table-")
+            ours = json.loads(part.read_text())["results"][0]
+            base = next(r for r in json.loads((root / "studies" / "tables" / f"{name}-gemma3-270m" /
+                                               "certified-fixed-set.json").read_text())["results"] if r["method"] == "lucb")
+            table_points.append(tables.paired_ratio(ours, base).split()[0])
+        assert len(table_points) == 7 and f"{min(table_points)}-{max(table_points)}x `lucb`'s pulls" in flat
