@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -242,8 +243,8 @@ def parse_methods(args, linear: bool) -> list[str]:
     spec = args.methods or ("case" if linear else DEFAULT_METHODS)
     if not 0 < args.upper_share < 1 or args.mixture_weight is not None and not 0 < args.mixture_weight < 1:
         raise ConfigError("--upper-share and --mixture-weight must be in (0, 1)")
-    if args.lookahead is not None and not args.lookahead >= 1:
-        raise ConfigError(f"--lookahead must be >= 1, got {args.lookahead}")
+    if args.lookahead is not None and not 1 <= args.lookahead < math.inf:
+        raise ConfigError(f"--lookahead must be finite and >= 1, got {args.lookahead}")
     population = args.protocol == "population"
     if population and not (args.env.startswith("table:") or args.env in FAMILIES):
         raise ConfigError("--protocol population samples a finite pool without replacement: use --env table:FILE or a "

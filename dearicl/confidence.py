@@ -308,9 +308,10 @@ class QueryPlugInCS(QueryBernsteinCS):
 
     Validity: for lambda_p in [0, 1) fixed before pull p of the arm (from every earlier pull, of any arm), and the
     same Xhat as `QueryBernsteinCS`, each factor exp(lambda_p sum_q (X_q - mu_q) - psi_E(lambda_p) sum_q (X_q -
-    Xhat_q)^2) has conditional mean <= 1 (Howard et al. 2021, Thm 4: the queries are independent given the arm), and
-    sum_q mu_q = n_q mu. Their product over the arm's pulls is a nonnegative supermartingale (the pull times are
-    stopping times), so by Ville's inequality S_t = sum_p lambda_p (sum_q X_pq - n_q mu) - sum_p psi_E(lambda_p) v_p
+    Xhat_q)^2) has conditional mean <= 1 (Howard et al. 2021, Thm 4: each pull is independent of every earlier pull of
+    every arm, and its queries independent given the arm), and sum_q mu_q = n_q mu. Their product over the arm's
+    pulls, in global time over all arms' history and frozen between its pulls, is a nonnegative supermartingale, so
+    by Ville's inequality S_t = sum_p lambda_p (sum_q X_pq - n_q mu) - sum_p psi_E(lambda_p) v_p
     stays below log(2 / delta) at every pull with probability >= 1 - delta / 2; the same for 1 - X. Hence, at all
     times, mu lies within (A +- (B + log(2 / delta))) / (n_q sum lambda_p), A = sum lambda_p sum_q X_pq, B = sum
     psi_E(lambda_p) v_p (a lambda-weighted mean: each pull's mean has expectation mu), and so in the running
@@ -325,8 +326,9 @@ class QueryPlugInCS(QueryBernsteinCS):
 
     def __init__(self, n_arms: int, delta: float, lookahead: float = 2.0):
         super().__init__(n_arms, delta)
-        if not lookahead >= 1:
-            raise ConfigError(f"the plug-in sequence's lookahead must be >= 1 (pulls ahead, as a multiple), got {lookahead}")
+        if not 1 <= lookahead < math.inf:
+            raise ConfigError(f"the plug-in sequence's lookahead must be finite and >= 1 (pulls ahead, as a multiple), "
+                              f"got {lookahead}")
         self.lookahead = lookahead
         self.weighted_sum = np.zeros(n_arms)  # A: sum_p lambda_p sum_q X_pq
         self.penalty = np.zeros(n_arms)  # B: sum_p psi_E(lambda_p) v_p

@@ -801,5 +801,6 @@ def test_plug_in_lambda_is_chosen_before_the_pull_and_the_bounds_follow_the_form
     assert cs.next_lambda(0, 20) == pytest.approx(best_lambda(threshold, cs.v[0] + repeat + (2 - 1) * 7 * repeat))
     assert cs.next_lambda(1, 20) == pytest.approx(best_lambda(threshold, cs.first_error[0] + repeat))
     assert best_lambda(9.1, 1.0) == pytest.approx(0.921, abs=2e-3) and best_lambda(5.0, 1e-6) == 0.99
-    with pytest.raises(ConfigError, match="lookahead must be >= 1"):
-        QueryPlugInCS(2, 0.05, lookahead=0.5)
+    for bad in (0.5, math.inf, math.nan):
+        with pytest.raises(ConfigError, match="lookahead must be finite and >= 1"):
+            QueryPlugInCS(2, 0.05, lookahead=bad)

@@ -66,7 +66,8 @@ def test_custom_reward_module(tmp_path, data_dir):
     (["--env", "nonlinear", "--protocol", "population"], "give --batch below it"),
     (["--env", "nonlinear", "--protocol", "population", "--n-val", "20", "--batch", "20"], "give --batch below it"),
     (["--env", "nonlinear", "--methods", "lucb-wor"], "add --protocol population"),
-    (["--env", "nonlinear", "--lookahead", "0.5"], "--lookahead must be >= 1, got 0.5"),
+    (["--env", "nonlinear", "--lookahead", "0.5"], "--lookahead must be finite and >= 1, got 0.5"),
+    (["--env", "nonlinear", "--lookahead", "inf"], "--lookahead must be finite and >= 1, got inf"),
 ])
 def test_simulate_bad_input(tmp_path, capsys, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)
