@@ -391,8 +391,8 @@ def upper_bound95(errors: list) -> float:
 
 
 def lucb_knobs(spec: SimMethod, args) -> dict:
-    """--upper-share (LUCB++ splits), --mixture-weight (per-query Bernstein) and --lookahead (plug-in) where they apply and differ from
-    their defaults: the recorded settings name only knobs that changed something."""
+    """--upper-share (LUCB++ splits), --mixture-weight (per-query Bernstein) and --lookahead (plug-in) where they
+    apply and differ from their defaults: the recorded settings name only knobs that changed something."""
     knobs = {}
     if spec.lucb.get("split") == "lucb++" and args.upper_share != 0.5:
         knobs["upper_share"] = args.upper_share
