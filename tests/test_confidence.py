@@ -773,10 +773,10 @@ def test_plug_in_lambda_is_chosen_before_the_pull_and_the_bounds_follow_the_form
     intersected over time; with no mixture weight to pay, a low-noise arm's interval is narrower than the mixture's."""
     rng = np.random.default_rng(0)
     p = rng.uniform(0.2, 0.8, 20)
-    cs, mixture = QueryPlugInCS(2, 0.01), QueryBernsteinCS(2, 0.01)
+    cs, mixture = QueryPlugInCS(3, 0.01), QueryBernsteinCS(3, 0.01)
     threshold = math.log(2 / 0.01)
     a = b = lam_sum = 0.0
-    low_max, high_min, lambdas = -np.inf, np.inf, []
+    low_max, high_min, lambdas, squared = -np.inf, np.inf, [], []
     for pull in range(6):
         x = np.clip(p + rng.normal(0, 0.1, 20), 0, 1)
         lam = cs.next_lambda(0, 20)
@@ -790,6 +790,9 @@ def test_plug_in_lambda_is_chosen_before_the_pull_and_the_bounds_follow_the_form
         low, high = cs.all_bounds([0])
         assert (low[0], high[0]) == pytest.approx((max(low_max, 0.0), min(high_min, 1.0)), abs=1e-12)
         lambdas.append(lam)
+        squared.append(float(((x - predicted) ** 2).sum()))
+    assert lambdas[0] == pytest.approx(best_lambda(threshold, 2 * 0.25 * 20))  # no data yet: the bound 1/4 a query
+    assert cs.first_error == pytest.approx([squared[0], 1]) and cs.repeat_error == pytest.approx([sum(squared[1:]), 5])
     assert low[0] <= p.mean() <= high[0]
     assert all(0 < lam < 1 for lam in lambdas) and lambdas[1] > lambdas[-1]  # larger bets while the variance is small
     m_low, m_high = mixture.all_bounds([0])
@@ -800,6 +803,10 @@ def test_plug_in_lambda_is_chosen_before_the_pull_and_the_bounds_follow_the_form
     assert cs.repeat_error[1] == 5 and cs.first_error[1] == 1
     assert cs.next_lambda(0, 20) == pytest.approx(best_lambda(threshold, cs.v[0] + repeat + (2 - 1) * 7 * repeat))
     assert cs.next_lambda(1, 20) == pytest.approx(best_lambda(threshold, cs.first_error[0] + repeat))
+    other = np.clip(p + rng.normal(0, 0.1, 20), 0, 1)  # a second arm's first pull: the first pulls' mean error
+    cs.add(1, other)
+    first_mean = (squared[0] + float(((other - cs.query_sum[0] / 6) ** 2).sum())) / 2
+    assert cs.first_error[1] == 2 and cs.next_lambda(2, 20) == pytest.approx(best_lambda(threshold, first_mean + repeat))
     assert best_lambda(9.1, 1.0) == pytest.approx(0.921, abs=2e-3) and best_lambda(5.0, 1e-6) == 0.99
     for bad in (0.5, math.inf, math.nan):
         with pytest.raises(ConfigError, match="lookahead must be finite and >= 1"):
