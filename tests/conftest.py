@@ -91,14 +91,21 @@ def bertscore():
     return BertScore(BertScoreConfig(model="local"))
 
 
+def pytest_addoption(parser):
+    parser.addoption("--exhaustive", action="store_true",
+                     help="also run the `exhaustive` cases: every model, sampler and temperature of an equality check "
+                          "whose default cases cover each code path once")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Benchmarks are opt-in: they run only with --benchmark-enable."""
-    if config.getoption("benchmark_enable", False):
-        return
-    kept = [item for item in items if item.get_closest_marker("benchmark") is None]
-    if len(kept) < len(items):
-        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("benchmark")])
-        items[:] = kept
+    """Opt-in cases are deselected: benchmarks without --benchmark-enable, `exhaustive` cases without --exhaustive."""
+    opt_in = [marker for marker, option in (("benchmark", "benchmark_enable"), ("exhaustive", "exhaustive"))
+              if not config.getoption(option, False)]
+    left_out = [item for item in items if any(item.get_closest_marker(marker) for marker in opt_in)]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        dropped = set(map(id, left_out))
+        items[:] = [item for item in items if id(item) not in dropped]
 
 
 @pytest.fixture

@@ -111,7 +111,15 @@ def test_greedy_stops_at_stop_string_and_counts_tokens(gemma):
     assert "[Question]" not in out.text and 1 <= out.completion_tokens <= 40 and out.prompt_tokens > 10
 
 
-@pytest.mark.parametrize("temperature", [0.0, 0.25])
+# by default each path once: both samplers on Gemma 3's sliding window, greedy on SmolLM2's BPE boundary merges;
+# --exhaustive adds the other five (about a minute each on 2 cores)
+@pytest.mark.parametrize("gemma, temperature, sampler", [
+    ("gemma3-270m", 0.25, "row-seeded"), ("gemma3-270m", 0.25, "hashed"), ("smollm2-135m", 0.0, "row-seeded"),
+    *(pytest.param(alias, temperature, sampler, marks=pytest.mark.exhaustive)
+      for alias, temperature, sampler in [("gemma3-270m", 0.0, "row-seeded"), ("gemma3-270m", 0.0, "hashed"),
+                                          ("smollm2-135m", 0.0, "hashed"), ("smollm2-135m", 0.25, "row-seeded"),
+                                          ("smollm2-135m", 0.25, "hashed")]),
+], indirect=["gemma", "sampler"])
 def test_shared_prefix_outputs_equal_one_call_at_a_time(gemma, data_dir, temperature, sampler):
     from bench.tasks import make_task
 

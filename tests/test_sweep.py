@@ -359,7 +359,10 @@ def test_a_sweep_of_the_embedded_model_gives_the_records_of_its_cells_run_one_by
     out = tmp_path / "out"
     proc = bench("sweep", str(grid), "--out", str(out), "--workers", "2", timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    for cell in sorted((out / "cells").iterdir()):
+    cells = sorted((out / "cells").iterdir())
+    assert [cell.name for cell in cells] == ["methods=few-shot_tasks=rules", "methods=few-shot_tasks=trec",
+                                             "methods=knn_tasks=rules", "methods=knn_tasks=trec"]
+    for cell in cells[1:3]:  # four cells on two workers; two rerun alone (each method and each task once)
         alone = tmp_path / "alone" / cell.name
         one = bench("run", "--config", str(cell / "cell.yaml"), "--out", str(alone), timeout=600)
         assert one.returncode == 0, one.stderr[-2000:]
