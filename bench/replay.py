@@ -198,7 +198,7 @@ def summarise(rows: list[dict], table: RewardTable, reward: str, baseline: str, 
               metric_name: str = "metric") -> dict:
     """Per method across seeds, and each method against the baseline: paired by seed."""
     from scipy import stats
-    from statsmodels.stats.multitest import multipletests
+    from bench.multiple_testing import holm_adjusted
 
     methods = list(dict.fromkeys(r["method"] for r in rows))
     by = {m: {r["seed"]: r for r in rows if r["method"] == m} for m in methods}
@@ -245,8 +245,8 @@ def summarise(rows: list[dict], table: RewardTable, reward: str, baseline: str, 
                                        "mdd": min_detectable_difference(sd, len(diff), alpha=alpha_holm)})
     if raw:
         # both families Holm-adjusted: "equivalent" is a claim about every method at once, as "differs" is
-        for row, p_holm, tost_holm in zip(summary["comparisons"], multipletests(raw, method="holm")[1],
-                                          multipletests(raw_tost, method="holm")[1]):
+        for row, p_holm, tost_holm in zip(summary["comparisons"], holm_adjusted(raw),
+                                          holm_adjusted(raw_tost)):
             row["p_holm"], row["p_tost_holm"] = float(p_holm), float(tost_holm)
             row["verdict"] = verdict(p_holm, tost_holm)
         primary_tests(summary, by, baseline, others, table, metric_name, margin, alpha_holm)
@@ -265,7 +265,7 @@ def primary_tests(summary: dict, by: dict, baseline: str, others: list[str], tab
     The Wilcoxon test over seeds stays beside it, secondary. Rows without per-item arms (replayed before they were
     kept) leave it out."""
     from reports.stats import bootstrap_seeds_items, planned_verdict
-    from statsmodels.stats.multitest import multipletests
+    from bench.multiple_testing import holm_adjusted
 
     scores = table.item_scores(metric_name)[:, table.test]  # [arms, test items]
     cols = np.arange(scores.shape[1])
@@ -276,8 +276,8 @@ def primary_tests(summary: dict, by: dict, baseline: str, others: list[str], tab
             return
         per_item = lambda x: np.array([scores[by[x][s]["chosen"], cols] for s in seeds])  # noqa: E731
         got.append(bootstrap_seeds_items(per_item(m), per_item(baseline), margin, alpha=alpha_holm))
-    p_holm = multipletests([g["p"] for g in got], method="holm")[1]
-    p_tost_holm = multipletests([g["p_tost"] for g in got], method="holm")[1]
+    p_holm = holm_adjusted([g["p"] for g in got])
+    p_tost_holm = holm_adjusted([g["p_tost"] for g in got])
     for row, g, ph, pth in zip(summary["comparisons"], got, p_holm, p_tost_holm):
         row["primary"] = {"test": "two-way bootstrap over seeds and test items (10,000 resamples)", **g,
                           "p_holm": float(ph), "p_tost_holm": float(pth), "margin": margin,

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 from scipy import stats
-from statsmodels.stats.multitest import multipletests
+from bench.multiple_testing import holm_adjusted
 
 from reports.stats import PairedTTest, min_detectable_difference, planned_verdict, tost_paired
 
@@ -164,8 +164,8 @@ def rq2_block(study: Path, folder: str = "rq2-wmt19-seed0", base: str = "case-dy
         margin = MARGINS[metric]
         base_scores = item_scores(run, base, task, metric)
         got = {m: compare_items(item_scores(run, m, task, metric), base_scores, margin, alpha=alpha_m) for m in others}
-        holm = dict(zip(others, multipletests([got[m]["p"] for m in others], method="holm")[1]))
-        holm_tost = dict(zip(others, multipletests([got[m]["p_tost"] for m in others], method="holm")[1]))
+        holm = dict(zip(others, holm_adjusted([got[m]["p"] for m in others])))
+        holm_tost = dict(zip(others, holm_adjusted([got[m]["p_tost"] for m in others])))
         per_metric[metric] = (got, holm, holm_tost, base_scores)
         cols.append(metric)
     primary = cols[0]
@@ -297,8 +297,8 @@ def sensitivity_block(study: Path, task: str = "wmt19", reference: str = "rq2-wm
             margin = MARGINS[metric]
             got = [compare_items(item_scores(study / folder, m, task, metric),
                                  item_scores(study / reference, m, task, metric), margin) for _, folder, m in members]
-            holm = multipletests([g["p"] for g in got], method="holm")[1]
-            holm_tost = multipletests([g["p_tost"] for g in got], method="holm")[1]
+            holm = holm_adjusted([g["p"] for g in got])
+            holm_tost = holm_adjusted([g["p_tost"] for g in got])
             results[metric] = list(zip(got, holm, holm_tost))
         for i, (label, _, _) in enumerate(members):
             row = [label]
@@ -565,7 +565,7 @@ def capped(result: dict) -> int:
 def rq_rows(tables: Path, dearicl: str = "dearicl-paper") -> list[dict]:
     """The paper's RQ1b and RQ3 on every table, per CASE variant: DEARICL's stop rounds and calls against CASE's,
     paired by run (Wilcoxon), Holm over every (table, claim, variant); the plan's verdicts."""
-    from statsmodels.stats.multitest import multipletests
+    from bench.multiple_testing import holm_adjusted
 
     rows = []
     for folder in sorted(p for p in tables.glob("*-gemma3-270m") if (p / "rq1-cores.json").is_file()):
@@ -581,7 +581,7 @@ def rq_rows(tables: Path, dearicl: str = "dearicl-paper") -> list[dict]:
                                  "base_capped": capped(runs[case]), "dearicl_capped": capped(runs[dearicl]),
                                  "dearicl_eps": runs[dearicl].get("eps_error_rate", math.nan),
                                  "base_eps": runs[case].get("eps_error_rate", math.nan)})
-    for row, p_holm in zip(rows, multipletests([r["p"] for r in rows], method="holm")[1] if rows else []):
+    for row, p_holm in zip(rows, holm_adjusted([r["p"] for r in rows]) if rows else []):
         row["p_holm"] = float(p_holm)
         row["verdict"] = ("supported" if p_holm < ALPHA and row["diff"] < 0 and not row["dearicl_capped"] else
                           "cannot decide" if row["dearicl_capped"] and row["base_capped"] else

@@ -99,12 +99,12 @@ def mcnemar_exact(a: np.ndarray, b: np.ndarray) -> float | None:
 def holm(pvalues: dict) -> dict:
     """Holm's step-down adjustment of a family of p-values (statsmodels' multipletests; NaN entries are left out
     and stay NaN)."""
-    from statsmodels.stats.multitest import multipletests
+    from bench.multiple_testing import holm_adjusted
 
     valid = [key for key, p in pvalues.items() if p is not None and not math.isnan(p)]
     adjusted = {key: math.nan for key in pvalues}
     if valid:
-        adjusted.update(zip(valid, map(float, multipletests([pvalues[k] for k in valid], method="holm")[1])))
+        adjusted.update(zip(valid, map(float, holm_adjusted([pvalues[k] for k in valid]))))
     return adjusted
 
 

@@ -217,6 +217,20 @@ def test_holm_and_mcnemar_by_hand():
     assert mcnemar_exact(a, a) == 1.0 and mcnemar_exact(a * 0.5, b) is None
 
 
+def test_holm_adjusted_is_statsmodels_holm_and_leaves_the_collector_as_it_was():
+    import gc
+
+    from bench.multiple_testing import holm_adjusted
+
+    # sorted 0.01, 0.03, 0.04 -> 3 * 0.01, max(0.03, 2 * 0.03), max(0.06, 1 * 0.04), in the order given
+    assert holm_adjusted([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm_adjusted([0.5, 0.9]) == pytest.approx([1.0, 1.0]) and len(holm_adjusted([])) == 0
+    assert gc.get_freeze_count() == 0  # what the call froze out of statsmodels' gc.collect() is back
+    with pytest.raises(TypeError):  # statsmodels' own error for p-values that are not numbers
+        holm_adjusted(["x", "y"])
+    assert gc.get_freeze_count() == 0  # after a failure too
+
+
 def test_exact_match_marks_rest_on_mcnemar_not_the_t_test(tmp_path):
     # 4 items only the method gets right, none only the baseline: t-test p 0.044 but exact McNemar 2 / 16 = 0.125
     baseline, lucky = np.zeros(50), np.zeros(50)
