@@ -225,6 +225,7 @@ def test_holm_adjusted_is_statsmodels_holm_and_leaves_the_collector_as_it_was():
     # sorted 0.01, 0.03, 0.04 -> 3 * 0.01, max(0.03, 2 * 0.03), max(0.06, 1 * 0.04), in the order given
     assert holm_adjusted([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
     assert holm_adjusted([0.5, 0.9]) == pytest.approx([1.0, 1.0]) and len(holm_adjusted([])) == 0
+    assert holm_adjusted([0.2]) == pytest.approx([0.2])  # a family of one is not adjusted
     assert gc.get_freeze_count() == 0  # what the call froze out of statsmodels' gc.collect() is back
     with pytest.raises(TypeError):  # statsmodels' own error for p-values that are not numbers
         holm_adjusted(["x", "y"])
