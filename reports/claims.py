@@ -581,7 +581,7 @@ def rq_rows(tables: Path, dearicl: str = "dearicl-paper") -> list[dict]:
                                  "base_capped": capped(runs[case]), "dearicl_capped": capped(runs[dearicl]),
                                  "dearicl_eps": runs[dearicl].get("eps_error_rate", math.nan),
                                  "base_eps": runs[case].get("eps_error_rate", math.nan)})
-    for row, p_holm in zip(rows, holm_adjusted([r["p"] for r in rows]) if rows else []):
+    for row, p_holm in zip(rows, holm_adjusted([r["p"] for r in rows])):
         row["p_holm"] = float(p_holm)
         row["verdict"] = ("supported" if p_holm < ALPHA and row["diff"] < 0 and not row["dearicl_capped"] else
                           "cannot decide" if row["dearicl_capped"] and row["base_capped"] else
