@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CI regression run: every selector of the paper on small subsets with the embedded model, greedy decoding,
 # seed 0, each run compared with its checked-in reference. Every fit runs afresh (no saved selection is replayed).
-#   configs/smoke.yaml         the paper's tasks (GSM8K, AQuA-RAT, WMT19)  -> studies/reference/smoke.json
+#   configs/smoke.yaml         two of the paper's tasks (GSM8K, WMT19)     -> studies/reference/smoke.json
 #   configs/smoke-signal.yaml  the tasks with signal (rules, SST-2)        -> studies/reference/smoke-signal.json
 #   bash scripts/smoke.sh            run both and compare with the references
 #   bash scripts/smoke.sh --update   run both and overwrite the references (SMOKE_CONFIGS=smoke: only that one)

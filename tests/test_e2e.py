@@ -15,7 +15,8 @@ from test_cli import ROOT, bench
 
 pytestmark = pytest.mark.slow
 
-SMALL = ["--tasks", "gsm8k,aquarat,wmt19", "--n-test", "2", "--n-val", "4", "--pool-size", "60",
+# AQuA-RAT and WMT19: the CI smoke regression runs GSM8K and WMT19 (configs/smoke.yaml), so each task runs end to end
+SMALL = ["--tasks", "aquarat,wmt19", "--n-test", "2", "--n-val", "4", "--pool-size", "60",
          "--max-new-tokens", "16", "--batch-size", "1", "--seed", "7"]
 METHODS = ["--methods", "zero-shot,few-shot,knn,mmr"]
 
@@ -55,18 +56,18 @@ def test_full_run_outputs(full_run):
     for name in ("records.jsonl", "calls.jsonl", "results.json", "report.md"):
         assert (full_run / name).exists()
     recs = rows(full_run / "records.jsonl")
-    assert len(recs) == 4 * 3 * 2
+    assert len(recs) == 4 * 2 * 2
     assert all(r["output"] is not None and r["latency_s"] > 0 for r in recs)
     results = json.loads((full_run / "results.json").read_text())
     assert {(r["method"], r["task"]) for r in results["runs"]} == {
-        (m, t) for m in ("zero-shot", "few-shot", "knn", "mmr") for t in ("gsm8k", "aquarat", "wmt19")}
+        (m, t) for m in ("zero-shot", "few-shot", "knn", "mmr") for t in ("aquarat", "wmt19")}
     assert all(0.0 <= r["score"] <= 1.0 and r["n"] == 2 for r in results["runs"])
     wmt = [r for r in results["runs"] if r["task"] == "wmt19"]
     assert all(r["metric"] == "chrf" and 0.0 <= r["extra"]["bertscore_f1"] <= 1.0 for r in wmt)  # chrF first
     report = (full_run / "report.md").read_text()
     assert "small-model numbers" in report and "BERTScore (zh): all-MiniLM-L6-v2 (local), layer 6" in report
     calls = rows(full_run / "calls.jsonl")
-    assert len(calls) == 24 and all(c["phase"] == "inference" and c["completion_tokens"] <= 16 for c in calls)
+    assert len(calls) == 16 and all(c["phase"] == "inference" and c["completion_tokens"] <= 16 for c in calls)
 
 
 def test_killed_midway_and_resumed(full_run, tmp_path, data_dir):
@@ -76,17 +77,17 @@ def test_killed_midway_and_resumed(full_run, tmp_path, data_dir):
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 600
     calls = out / "calls.jsonl"
-    while time.time() < deadline and (not calls.exists() or len(calls.read_text().splitlines()) < 9):
+    while time.time() < deadline and (not calls.exists() or len(calls.read_text().splitlines()) < 6):
         time.sleep(0.2)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     answered = len(rows(calls))
-    assert 9 <= answered < 24
+    assert 6 <= answered < 16
     resumed = bench(*METHODS, *SMALL, "--data-dir", str(data_dir), "--out", str(out), "--resume", timeout=900)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     log = rows(calls)
     uncached = [c["key"] for c in log if not c["cached"]]
-    assert len(uncached) == len(set(uncached)) == 24  # no answered call made twice
+    assert len(uncached) == len(set(uncached)) == 16  # no answered call made twice
     assert results_without_timing(out) == results_without_timing(full_run)
     # report and compare work on it
     rep = bench("report", str(out))
@@ -113,7 +114,7 @@ def test_two_processes_split_items_and_merge(full_run, tmp_path, data_dir):
     assert proc.returncode == 0, proc.stderr[-3000:]
     recs = rows(out / "records.jsonl")
     keys = [(r["method"], r["task"], r["item_id"]) for r in recs]
-    assert len(keys) == len(set(keys)) == 24
+    assert len(keys) == len(set(keys)) == 16
     assert not list(out.glob("*.rank*.jsonl"))  # merged
     calls = rows(out / "calls.jsonl")
     assert {c["rank"] for c in calls} == {0, 1}
