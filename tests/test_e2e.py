@@ -19,6 +19,7 @@ pytestmark = pytest.mark.slow
 SMALL = ["--tasks", "aquarat,wmt19", "--n-test", "2", "--n-val", "4", "--pool-size", "60",
          "--max-new-tokens", "16", "--batch-size", "1", "--seed", "7"]
 METHODS = ["--methods", "zero-shot,few-shot,knn,mmr"]
+N_CALLS = 4 * 2 * 2  # methods x tasks x test items: one inference call each
 
 
 def rows(path: Path) -> list[dict]:
@@ -56,7 +57,7 @@ def test_full_run_outputs(full_run):
     for name in ("records.jsonl", "calls.jsonl", "results.json", "report.md"):
         assert (full_run / name).exists()
     recs = rows(full_run / "records.jsonl")
-    assert len(recs) == 4 * 2 * 2
+    assert len(recs) == N_CALLS
     assert all(r["output"] is not None and r["latency_s"] > 0 for r in recs)
     results = json.loads((full_run / "results.json").read_text())
     assert {(r["method"], r["task"]) for r in results["runs"]} == {
@@ -67,7 +68,7 @@ def test_full_run_outputs(full_run):
     report = (full_run / "report.md").read_text()
     assert "small-model numbers" in report and "BERTScore (zh): all-MiniLM-L6-v2 (local), layer 6" in report
     calls = rows(full_run / "calls.jsonl")
-    assert len(calls) == 16 and all(c["phase"] == "inference" and c["completion_tokens"] <= 16 for c in calls)
+    assert len(calls) == N_CALLS and all(c["phase"] == "inference" and c["completion_tokens"] <= 16 for c in calls)
 
 
 def test_killed_midway_and_resumed(full_run, tmp_path, data_dir):
@@ -82,12 +83,12 @@ def test_killed_midway_and_resumed(full_run, tmp_path, data_dir):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     answered = len(rows(calls))
-    assert 6 <= answered < 16
+    assert 6 <= answered < N_CALLS
     resumed = bench(*METHODS, *SMALL, "--data-dir", str(data_dir), "--out", str(out), "--resume", timeout=900)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     log = rows(calls)
     uncached = [c["key"] for c in log if not c["cached"]]
-    assert len(uncached) == len(set(uncached)) == 16  # no answered call made twice
+    assert len(uncached) == len(set(uncached)) == N_CALLS  # no answered call made twice
     assert results_without_timing(out) == results_without_timing(full_run)
     # report and compare work on it
     rep = bench("report", str(out))
@@ -114,7 +115,7 @@ def test_two_processes_split_items_and_merge(full_run, tmp_path, data_dir):
     assert proc.returncode == 0, proc.stderr[-3000:]
     recs = rows(out / "records.jsonl")
     keys = [(r["method"], r["task"], r["item_id"]) for r in recs]
-    assert len(keys) == len(set(keys)) == 16
+    assert len(keys) == len(set(keys)) == N_CALLS
     assert not list(out.glob("*.rank*.jsonl"))  # merged
     calls = rows(out / "calls.jsonl")
     assert {c["rank"] for c in calls} == {0, 1}
