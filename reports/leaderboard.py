@@ -53,11 +53,14 @@ def live_cells(study: Path, task: str) -> dict[str, Cell]:
         seed = int(folder.name.rsplit("seed", 1)[1])
         results = json.loads((folder / "results.json").read_text())
         by_method: dict[str, dict[str, float]] = {}
+        timed: dict[str, dict[str, tuple[float, float]]] = {}  # method -> item -> (select s, latency s)
         with (folder / "records.jsonl").open() as fh:
             for line in fh:
                 record = json.loads(line)
                 if record["task"] == task:
                     by_method.setdefault(record["method"], {})[record["item_id"]] = float(record["score"])
+                    timed.setdefault(record["method"], {})[record["item_id"]] = (
+                        float(record.get("select_s") or 0.0), float(record.get("latency_s") or 0.0))
         full = max((r.get("n") or 0 for r in results["runs"] if r["task"] == task), default=0)
         for run in results["runs"]:
             if run["task"] != task or (run.get("n") or 0) < full:  # a cell cut short is not a result yet
@@ -71,8 +74,13 @@ def live_cells(study: Path, task: str) -> dict[str, Cell]:
                 continue
             cell.scores[seed] = by_method[run["method"]]
             cell.calls[seed] = int(run["llm_calls"]["selection"])
-            cell.selection_seconds[seed] = float(run.get("selection_seconds") or 0.0)
-            cell.inference_seconds[seed] = float(run.get("inference_seconds_per_query") or 0.0)
+            # a per-query selector's select() (TopK+ConE's, MDL's LLM calls) is selection time, though results.json
+            # times it inside each item's latency: moved from inference to selection here, from the records
+            per_item = timed.get(run["method"], {}).values()
+            cell.selection_seconds[seed] = float(run.get("selection_seconds") or 0.0) + sum(s for s, _ in per_item)
+            cell.inference_seconds[seed] = (float(np.median([max(0.0, t - s) for s, t in per_item]))
+                                            if any(s for s, _ in per_item)
+                                            else float(run.get("inference_seconds_per_query") or 0.0))
             cell.scale = run.get("scale") or cell.scale
             cell.warnings += [w for w in run.get("warnings", []) if w not in cell.warnings]
     return cells

@@ -51,6 +51,21 @@ def test_a_selector_far_above_random_beats_it_and_one_equal_to_it_does_not(study
     assert rows["mmr"]["errors"] == ["seed 0: out of memory", "seed 1: out of memory"] and "score" not in rows["mmr"]
 
 
+def test_a_per_query_selectors_select_time_counts_as_selection_not_inference(study):
+    for seed in (0, 1):  # knn's records: 2 s of select() inside each item's 2.5 s latency (TopK+ConE's, MDL's calls)
+        path = study / "runs" / f"rules-seed{seed}" / "records.jsonl"
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        for r in records:
+            if r["method"] == "knn":
+                r.update(select_s=2.0, latency_s=2.5)
+        path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    rows = {r["method"]: r for r in build(study, study / "no-tables", tasks=("rules",), seeds=(0, 1),
+                                          resamples=200)["tasks"]["rules"]}
+    assert rows["knn"]["selection_seconds"] == pytest.approx(2.5 + 2.0 * len(ITEMS))  # the fit's, plus every query's
+    assert rows["knn"]["inference_seconds"] == pytest.approx(0.5)
+    assert rows["bm25"]["selection_seconds"] == 2.5 and rows["bm25"]["inference_seconds"] == 0.5  # no select time
+
+
 def test_a_cell_cut_short_is_left_out(study):
     folder = study / "runs" / "rules-seed0"
     results = json.loads((folder / "results.json").read_text())
