@@ -222,6 +222,22 @@ def test_macro_f1_beside_accuracy(tmp_path, name):
     assert low <= row["extra"]["macro_f1"] <= high
 
 
+def test_each_bootstrap_draw_of_macro_f1_is_sklearn_s_on_that_resample():
+    """The interval's draws come from per-label counts, not 1000 f1_score calls: each equals f1_score exactly,
+    with answers outside the labels, labels never seen, and items drawn more than once."""
+    from reports.results import resampled_macro_f1
+
+    rng = np.random.default_rng(0)
+    for _ in range(12):
+        labels = [f"l{i}" for i in range(rng.integers(2, 7))]
+        n = int(rng.integers(2, 40))
+        gold = np.array([labels[i] for i in rng.integers(0, len(labels) - 1, n)])  # the last label never gold
+        answers = labels + ["", "other"]
+        pred = np.array([answers[i] for i in rng.integers(0, len(answers), n)])
+        draws = rng.integers(0, n, size=(110, n))  # over one block of 100
+        want = [f1_score(gold[d], pred[d], labels=labels, average="macro", zero_division=0) for d in draws]
+        assert resampled_macro_f1(gold, pred, labels, draws).tolist() == want
+
 def test_tables_show_macro_f1_and_keep_mixed_secondary_metrics_in_their_columns():
     from bench.records import ItemRecord
     from reports.tables import extra_table, secondary_table
