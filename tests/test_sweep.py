@@ -28,15 +28,18 @@ TIMING = ("latency_s", "select_s")
 
 class Answers:
     """A loopback OpenAI completions server answering every prompt with one label word (after `delay` seconds),
-    counting the prompts it answered."""
+    counting the prompts it answered; `refuse`: every request is a 400, which the SDK does not retry."""
 
-    def __init__(self, delay: float = 0.0):
+    def __init__(self, delay: float = 0.0, refuse: bool = False):
         self.delay, self.prompts = delay, []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                if refuse:
+                    self.send_error(400, "refused")
+                    return
                 time.sleep(outer.delay)
                 outer.prompts.append(body.get("prompt"))
                 word = ["alpha", "bravo"][len(str(body.get("prompt"))) % 2]  # depends on the prompt alone
@@ -281,8 +284,12 @@ def test_a_sweep_fans_out_a_table_build_into_shards_joined_into_the_unsharded_bu
     assert again.returncode == 0, again.stderr[-2000:]
     assert "(3 finished before)" in again.stderr and len(server.prompts) == asked
     # a shard that fails takes its table's earlier join away: the report says why, no stale table stays
-    table_grid(tmp_path, "http://127.0.0.1:9/v1", k=3)  # another build (k) at a closed port: every shard fails
-    failed = bench("sweep", str(grid), "--out", str(out), "--workers", "2", timeout=300)
+    refusing = Answers(refuse=True)  # not a closed port: the SDK's retries of a refused connection took 30 s
+    try:
+        table_grid(tmp_path, refusing.url, k=3)  # another build (k) at a server that refuses: every shard fails
+        failed = bench("sweep", str(grid), "--out", str(out), "--workers", "2", timeout=300)
+    finally:
+        refusing.close()
     assert failed.returncode == 1 and "its options changed" in failed.stderr
     assert not (out / "tables" / "table.npz").exists() and "not merged: 3 of 3 shard(s)" in (out / "report.md").read_text()
     assert any(p.name.startswith("table_shard=0of3.replaced-") for p in (out / "cells").iterdir())
