@@ -112,9 +112,9 @@ def print_plan(config, args, header: str = "") -> None:
 
     for spec in {config.llm.name: config.llm, config.oracle_llm.name: config.oracle_llm}.values():
         check_llm_at_hand(spec)  # the weights, as the run's first step checks them
+    planned = Runner(config)  # names, data and k first: a wrong task is one line before the tokenizer loads (6 s)
     rates = rates_for(config.llm, args.prefill_tokens_per_second, args.tokens_per_second)
     count, counted = token_counter(config.llm)
-    planned = Runner(config)
     if header:
         print(header)
     print(render_plan(plan(planned, count), config.llm.name, *(rates[:2] if rates else (None, None)), counted))

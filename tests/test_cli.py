@@ -48,6 +48,19 @@ def test_bad_names(tmp_path, args, message):
     assert_one_line_error(bench(*args, "--out", str(tmp_path / "r")), message)
 
 
+def test_a_wrong_name_in_a_plan_is_refused_before_the_tokenizer_loads(tmp_path, monkeypatch, capsys):
+    """A bare run or --dry-run counts prompt tokens with the model's tokenizer (seconds): the names come first."""
+    import bench.cli
+    import bench.plan
+
+    def no_tokenizer(spec):
+        raise AssertionError("the tokenizer was loaded before the names were checked")
+
+    monkeypatch.setattr(bench.plan, "token_counter", no_tokenizer)
+    assert bench.cli.main(["--tasks", "gsm8k,mmlu", "--out", str(tmp_path / "r"), "--dry-run"]) == 2
+    assert "unknown task 'mmlu'" in capsys.readouterr().err
+
+
 def test_missing_data_folder(tmp_path):
     proc = bench("--methods", "zero-shot", "--tasks", "gsm8k", "--data-dir", str(tmp_path / "nowhere"),
                  "--out", str(tmp_path / "r"), "--backend", "openai", "--llm", "x",
