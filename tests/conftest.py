@@ -26,6 +26,15 @@ def _idle_machine(monkeypatch):
     monkeypatch.setattr(bench.threads, "load_average", lambda: 0.0)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_embedding_cache(tmp_path_factory):
+    """Module- and session-scoped fixtures (built before any function's own cache) embed into the session's
+    temporary cache, not the user's ~/.cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BENCH_EMBEDDING_CACHE", str(tmp_path_factory.mktemp("session-embeddings") / "embeddings.sqlite"))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _own_embedding_cache(monkeypatch, tmp_path_factory):
     """Each test starts with an empty embedding cache of its own (the user's ~/.cache is never touched), so what

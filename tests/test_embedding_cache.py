@@ -57,6 +57,16 @@ def test_the_option_resolves_auto_off_and_a_path(tmp_path, monkeypatch):
     assert resolve("auto") == tmp_path / "c" / "embeddings.sqlite"
 
 
+@pytest.fixture(scope="module")
+def module_fixture_cache():
+    """What a module-scoped fixture (the end-to-end runs) resolves `auto` to: built before any test's own cache."""
+    return resolve("auto")
+
+
+def test_a_module_scoped_fixture_never_embeds_into_the_user_s_cache(module_fixture_cache, tmp_path_factory):
+    assert module_fixture_cache.is_relative_to(tmp_path_factory.getbasetemp())
+
+
 def _writer(path: str, offset: int) -> None:
     cache = EmbeddingCache(path, "m")
     rng = np.random.default_rng(offset)
