@@ -165,3 +165,33 @@ def test_the_committed_page_is_what_the_committed_runs_and_replays_give(tmp_path
     write(copy, committed.parents[0] / "tables")
     assert (copy / "README.md").read_text() == (committed / "README.md").read_text()
     assert json.loads((copy / "leaderboard.json").read_text()) == json.loads((committed / "leaderboard.json").read_text())
+
+
+def test_the_readme_leaderboard_paragraph_is_what_the_committed_page_says():
+    """The README's leaderboard sentences (how many beat random few-shot on each task, the leaders' scores) are
+    read from studies/leaderboard-2026-11/leaderboard.json, so a re-rendered page cannot leave them stale."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    rows = json.loads((root / "studies" / "leaderboard-2026-11" / "leaderboard.json").read_text())["tasks"]
+    readme = root.joinpath("README.md").read_text()
+    paragraph = " ".join(readme.split("## Leaderboard: which selector, at what cost", 1)[1].split("\n\n")[1].split())
+    paragraph = paragraph.split("(The first live cells", 1)[0]
+    segments = dict(zip(["rules", "sst2", "trec", "agnews"],
+                        re.split(r"(?:On `rules`|; on SST-2|; on TREC|; on AG News) ", paragraph)[1:]))
+    assert len(segments) == 4, "the README's leaderboard paragraph no longer names the four tasks"
+    for task, text in segments.items():
+        score = {r["method"]: round(100 * r["score"], 1) for r in rows[task]}
+        beating = sum(r.get("verdict") == "beats random" for r in rows[task])
+        count = re.match(r"\s*(none|all \d+|\d+(?: of them)?)", text).group(1)
+        assert beating == (0 if count == "none" else int(re.search(r"\d+", count).group())), task
+        claimed = re.findall(r"([a-z][\w-]*) \((\d+\.\d)[,)]", text)  # "udr (79.3, 16 min ...)"
+        claimed += re.findall(r"([a-z][\w-]*) scores highest, (\d+\.\d)", text)
+        claimed += [("zero-shot", a) for a in re.findall(r"zero-shot included[:(]? ?\(?(\d+\.\d) against", text)]
+        pair = re.search(r"dpp and knn \((\d+\.\d) and (\d+\.\d)", text)
+        claimed += [("dpp", pair.group(1)), ("knn", pair.group(2))] if pair else []
+        for method, value in claimed:
+            assert score[method] == float(value), (task, method, value, score[method])
+        if task != "rules":
+            assert claimed, f"no score read from the README's {task} sentence"
